@@ -1,0 +1,89 @@
+"""One training step (forward + backward + Adam) at the seed sizes: ours vs the same model on nn.Transformer.
+
+Both share the embedding, positional encoding and output head; only the stacks differ. Runs are
+interleaved so machine noise hits both alike. Goal: ours <= 1.10x the reference. Also prints the
+shape trace's latency at the seed sizes (the widgets call it on every slider move).
+
+    .venv/bin/python benchmarks/bench_model.py [--rounds 10]
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+from torch import nn
+
+import walkthrough as wt
+from walkthrough.trace import trace_shapes
+
+
+class TorchStackModel(nn.Module):
+    """Our embeddings and head around ``nn.Transformer`` (post-norm, batch first)."""
+
+    def __init__(self, ours: wt.Transformer):
+        super().__init__()
+        cfg = ours.cfg
+        self.pad_id = cfg.pad_id
+        self.src_embed, self.tgt_embed, self.generator = ours.src_embed, ours.tgt_embed, ours.generator
+        self.stack = nn.Transformer(cfg.d_model, cfg.num_heads, cfg.num_layers, cfg.num_layers, cfg.d_ff,
+                                    cfg.dropout, batch_first=True)
+
+    def forward(self, src, tgt):
+        blocked_future = wt.to_blocked(wt.causal_mask(tgt.size(1)))
+        h = self.stack(self.src_embed(src), self.tgt_embed(tgt), tgt_mask=blocked_future,
+                       src_key_padding_mask=src == self.pad_id, tgt_key_padding_mask=tgt == self.pad_id,
+                       memory_key_padding_mask=src == self.pad_id)
+        return self.generator(h)
+
+
+def step_seconds(model, src, tgt, labels, optimizer) -> float:
+    start = time.perf_counter()
+    loss = wt.sequence_loss(model(src, tgt), labels, 0)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    cfg = wt.ModelConfig.seed_example()
+    ours = wt.Transformer(cfg)
+    reference = TorchStackModel(wt.Transformer(cfg))
+    src, tgt = torch.randint(1, 30000, (32, 10)), torch.randint(1, 30000, (32, 4))
+    src[:, 8:] = 0
+    labels = torch.randint(1, 30000, (32, 4))
+    models = {"ours": ours, "nn.Transformer": reference}
+    optimizers = {name: torch.optim.Adam(m.parameters(), lr=1e-4) for name, m in models.items()}
+    times = {name: [] for name in models}
+    for round_ in range(args.rounds + 1):
+        for name, model in models.items():
+            seconds = step_seconds(model, src, tgt, labels, optimizers[name])
+            if round_:  # round 0 warms up both
+                times[name].append(seconds)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, seed sizes, {args.rounds} interleaved rounds")
+    for name, samples in times.items():
+        print(f"  {name:<15} median step {statistics.median(samples) * 1e3:8.1f} ms")
+    ratio = statistics.median(times["ours"]) / statistics.median(times["nn.Transformer"])
+    print(f"ratio ours / nn.Transformer: {ratio:.2f} (goal <= 1.10)")
+
+    trace_shapes.cache_clear()
+    trace_shapes(wt.ModelConfig(d_model=64, num_heads=2, num_layers=1), 1, 2, 2)  # first meta call loads kernels
+    samples = []
+    for batch in range(1, 11):  # a new size each time, as a slider move would be
+        start = time.perf_counter()
+        trace_shapes(cfg, batch, 10, 4)
+        samples.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    trace_shapes(cfg, 1, 10, 4)
+    cached = time.perf_counter() - start
+    print(f"trace_shapes at the seed sizes: median {statistics.median(samples) * 1e3:.0f} ms uncached, "
+          f"{cached * 1e6:.0f} µs cached (goal well under 100 ms)")
+
+
+if __name__ == "__main__":
+    main()

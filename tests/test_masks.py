@@ -1,0 +1,36 @@
+import torch
+
+import walkthrough as wt
+
+
+def test_mask_shapes_and_convention():
+    ids = torch.tensor([[5, 6, 0], [7, 0, 0]])
+    pad = wt.padding_mask(ids, 0)
+    assert pad.shape == (2, 1, 1, 3) and pad.dtype == torch.bool
+    assert pad[:, 0, 0].tolist() == [[True, True, False], [True, False, False]]
+    causal = wt.causal_mask(4)
+    assert causal.shape == (4, 4)
+    assert causal.tolist() == [[True, False, False, False], [True, True, False, False],
+                               [True, True, True, False], [True, True, True, True]]
+    assert wt.to_blocked(causal).tolist() == torch.triu(torch.ones(4, 4), diagonal=1).bool().tolist()
+    combined = wt.decoder_self_mask(ids, 0)
+    assert combined.shape == (2, 1, 3, 3)
+    assert combined[1, 0].tolist() == [[True, False, False]] * 3
+
+
+def test_fully_masked_row_stays_finite_in_float16_and_float32():
+    for dtype in (torch.float16, torch.float32):
+        q = torch.randn(1, 1, 2, 4, dtype=dtype)
+        mask = torch.zeros(1, 1, 1, 2, dtype=torch.bool)  # nothing may be attended to
+        context, weights = wt.scaled_dot_product_attention(q, q, q, mask)
+        assert torch.isfinite(context).all() and torch.isfinite(weights).all()
+        torch.testing.assert_close(weights, torch.full_like(weights, 0.5))
+
+
+def test_fully_padded_source_row_and_bfloat16_model_give_finite_logits(small_cfg):
+    model = wt.Transformer(small_cfg).eval()
+    src = torch.tensor([[3, 4, 5], [0, 0, 0]])  # second sentence is all padding
+    tgt = torch.tensor([[1, 6], [1, 7]])
+    with torch.no_grad():
+        assert torch.isfinite(model(src, tgt)).all()
+        assert torch.isfinite(model.to(torch.bfloat16)(src, tgt)).all()

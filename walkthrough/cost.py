@@ -1,0 +1,81 @@
+"""What one encoder layer costs, part by part: parameters, matmul FLOPs (counted), and time (measured)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from .config import ModelConfig
+from .layers import EncoderLayer
+
+
+@dataclass(frozen=True)
+class Cost:
+    part: str
+    params: int
+    gflops: float           # matmul FLOPs, counted by torch's FlopCounterMode (elementwise work counts 0)
+    ms: float | None        # measured on this CPU, or None when not timed
+
+
+def _parts(layer: EncoderLayer, x: torch.Tensor):
+    """Each sublayer as (name, its parameters, a function running just that part on ready inputs)."""
+    attn, ffn = layer.self_attn, layer.feed_forward
+    q = attn.split_heads(attn.w_q(x), "Q")  # [B, H, L, d_k]
+    k = attn.split_heads(attn.w_k(x), "K")
+    scores = q @ k.transpose(-2, -1)  # [B, H, L, L]
+    weights = scores.softmax(-1)
+    norms = (layer.add_norm1, layer.add_norm2)
+    return [
+        ("Q, K, V, O projections", (attn.w_q, attn.w_k, attn.w_v, attn.w_o),
+         lambda: [lin(x) for lin in (attn.w_q, attn.w_k, attn.w_v, attn.w_o)]),
+        ("scores Q·Kᵀ (∝ L²)", (), lambda: q @ k.transpose(-2, -1)),
+        ("softmax (∝ L²)", (), lambda: scores.softmax(-1)),
+        ("weights·V (∝ L²)", (), lambda: weights @ q),
+        ("feed-forward (∝ L)", (ffn,), lambda: ffn(x)),
+        ("2 × Add & Norm", norms, lambda: [n(x, x) for n in norms]),
+    ]
+
+
+def encoder_layer_costs(cfg: ModelConfig, batch: int, src_len: int, timed: bool = False,
+                        repeats: int = 5) -> list[Cost]:
+    """Costs of each part of one encoder layer on a [batch, src_len, d_model] input.
+
+    Untimed runs on the meta device (instant, any size); timed runs on the CPU and reports the
+    median of ``repeats`` runs.
+    """
+    device = "cpu" if timed else "meta"
+    with torch.device(device), torch.inference_mode():
+        layer = EncoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, 0.0).eval()
+        x = torch.randn(batch, src_len, cfg.d_model)
+        out = []
+        for name, modules, run in _parts(layer, x):
+            params = sum(p.numel() for m in modules for p in m.parameters())
+            with FlopCounterMode(display=False) as counter:
+                run()
+            ms = None
+            if timed:
+                run()
+                samples = []
+                for _ in range(repeats):
+                    start = time.perf_counter()
+                    run()
+                    samples.append((time.perf_counter() - start) * 1e3)
+                ms = sorted(samples)[len(samples) // 2]
+            out.append(Cost(name, params, counter.get_total_flops() / 1e9, ms))
+    return out
+
+
+def format_costs(costs: list[Cost]) -> str:
+    """A text table; the time share column appears when the costs were timed."""
+    timed = all(c.ms is not None for c in costs)
+    total = sum(c.ms for c in costs) if timed else 0.0
+    lines = [f"{'part':<24}{'params':>12}{'matmul GFLOPs':>15}" + (f"{'ms':>9}{'share':>8}" if timed else "")]
+    for c in costs:
+        line = f"{c.part:<24}{c.params:>12,}{c.gflops:>15.3f}"
+        if timed:
+            line += f"{c.ms:>9.2f}{c.ms / total:>8.0%}"
+        lines.append(line)
+    return "\n".join(lines)

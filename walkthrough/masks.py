@@ -1,0 +1,62 @@
+"""Attention masks. One convention everywhere in this package: bool, True = may attend.
+
+PyTorch has two: ``nn.MultiheadAttention``/``nn.Transformer`` take True = blocked, while
+``F.scaled_dot_product_attention`` takes True = may attend. ``to_blocked`` converts ours to the first.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import trace
+
+
+def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """ids [B, L] -> [B, 1, 1, L]: True where the key is a real token.
+
+    The two 1s let it broadcast over heads and over query positions: every query may look at
+    the same real keys.
+    """
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+        shape = list(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"ids must be a [B, L] tensor of token ids, got {shape}")
+    mask = (ids != pad_id)[:, None, None, :]  # [B, 1, 1, L_k]
+    trace.record("padding mask", mask, "B 1 1 L_k", "True = a real token (may be attended to)")
+    return mask
+
+
+def causal_mask(length: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """[L, L] lower triangle: position q may attend to positions 0..q, never to later ones."""
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ValueError(f"length must be a whole number >= 1, got {length!r}")
+    mask = torch.ones(length, length, dtype=torch.bool, device=device).tril()  # [L_q, L_k]
+    trace.record("causal mask", mask, "L_q L_k", "True on and below the diagonal: no peeking ahead")
+    return mask
+
+
+def decoder_self_mask(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """tgt [B, L] -> [B, 1, L, L]: a key is allowed if it is real AND not in the future."""
+    mask = padding_mask(tgt, pad_id) & causal_mask(tgt.size(1), device=tgt.device)  # [B, 1, L_q, L_k]
+    trace.record("target self-attention mask", mask, "B 1 L_q L_k", "padding AND causal")
+    return mask
+
+
+def to_blocked(mask: torch.Tensor) -> torch.Tensor:
+    """Our True = may attend -> ``nn.MultiheadAttention``'s True = blocked (the seed's 1 = blocked picture)."""
+    return ~mask
+
+
+def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
+    """A mask must be bool and broadcast to the scores [B, H, L_q, L_k]."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise TypeError(f"mask must be a bool tensor (True = may attend), got {got}; "
+                        f"for a 0/1 mask use mask.bool(), for an nn.MultiheadAttention mask use ~mask")
+    try:
+        fits = torch.broadcast_shapes(mask.shape, scores_shape) == scores_shape
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"mask shape {list(mask.shape)} does not broadcast to the scores "
+                         f"{list(scores_shape)} [B, H, L_q, L_k]; padding masks are [B, 1, 1, L_k], "
+                         f"causal masks [L_q, L_k]")

@@ -1,0 +1,169 @@
+"""Record each named step's shape while the real model runs.
+
+The model calls ``record(step, tensor, dims, meaning)`` at every step worth showing. Outside
+``trace_shapes`` no recorder is active and ``record`` returns at once. ``trace_shapes`` builds the
+model on PyTorch's meta device, where tensors have shapes but no data: nothing is allocated or
+computed, so even a GPT-3-sized stack traces in seconds.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import re
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Row:
+    """One step: which module (its attribute path in the model), what, the shape and its named dims."""
+
+    where: str
+    step: str
+    shape: tuple[int, ...]
+    dims: str
+    meaning: str
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+        self.scopes: list[str] = ["model"]
+
+
+_active: _Recorder | None = None
+
+
+def record(step: str, tensor: torch.Tensor, dims: str, meaning: str) -> None:
+    """Note ``tensor``'s shape under ``step`` if a trace is running; otherwise do nothing."""
+    if _active is None:
+        return
+    if len(dims.split()) != tensor.dim():
+        raise RuntimeError(f"trace step {step!r}: dims {dims!r} do not match shape {list(tensor.shape)}")
+    _active.rows.append(Row(_active.scopes[-1], step, tuple(tensor.shape), dims, meaning))
+
+
+def _push(name: str):
+    def hook(module, args):
+        _active.scopes.append(name)
+    return hook
+
+
+def _pop(module, args, output):
+    _active.scopes.pop()
+
+
+def _check_size(name: str, value, limit: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    if limit is not None and value > limit:
+        raise ValueError(f"{name}={value} is longer than max_len={limit}; raise max_len or shorten {name}")
+
+
+@functools.lru_cache(maxsize=256)
+def trace_shapes(cfg, batch: int = 32, src_len: int = 10, tgt_len: int = 4) -> tuple[Row, ...]:
+    """Run ``Transformer(cfg)`` on the meta device for a [batch, src_len] -> [batch, tgt_len] pair and
+    return every recorded step, in order, with the loss's label and flattening steps at the end."""
+    from .config import ModelConfig
+    from .model import Transformer
+    from .train import sequence_loss
+
+    global _active
+    if not isinstance(cfg, ModelConfig):
+        raise TypeError(f"cfg must be a walkthrough.ModelConfig, got {type(cfg).__name__}")
+    _check_size("batch", batch)
+    _check_size("src_len", src_len, cfg.max_len)
+    _check_size("tgt_len", tgt_len, cfg.max_len)
+    if _active is not None:
+        raise RuntimeError("trace_shapes is already running (it is not re-entrant)")
+    with torch.device("meta"):
+        model = Transformer(cfg).eval()  # no dropout: its random masks are work with no shape to show
+        src = torch.zeros(batch, src_len, dtype=torch.long)
+        tgt = torch.zeros(batch, tgt_len, dtype=torch.long)
+    handles = []
+    for name, module in model.named_modules():
+        if name:
+            handles.append(module.register_forward_pre_hook(_push(name)))
+            handles.append(module.register_forward_hook(_pop))
+    _active = _Recorder()
+    try:
+        with torch.inference_mode():
+            logits = model(src, tgt)
+            sequence_loss(logits, tgt, cfg.pad_id)
+        return tuple(_active.rows)
+    finally:
+        _active = None
+        for handle in handles:
+            handle.remove()
+
+
+_LAYER = re.compile(r"^(.*\.layers)\.(\d+)(\..*)?$")
+
+
+def summarise(rows: tuple[Row, ...]) -> list[Row]:
+    """Keep layer 0 of each stack in full; replace layers 1..N-1 by one note row (same shapes)."""
+    out: list[Row] = []
+    repeats: dict[str, set[int]] = {}
+    for row in rows:
+        match = _LAYER.match(row.where)
+        if match and match.group(2) != "0":
+            repeats.setdefault(match.group(1), set()).add(int(match.group(2)))
+            continue
+        stack = next((s for s in repeats if not row.where.startswith(s)), None)
+        if stack is not None:
+            out.append(_repeat_row(stack, repeats.pop(stack)))
+        out.append(row)
+    out.extend(_repeat_row(stack, layers) for stack, layers in repeats.items())
+    return out
+
+
+def _repeat_row(stack: str, layers: set[int]) -> Row:
+    span = f"{min(layers)}" if len(layers) == 1 else f"{min(layers)}–{max(layers)}"
+    return Row(f"{stack}.{span}", "(same steps as layer 0)", (), "", f"{len(layers)} more layer(s), same shapes")
+
+
+def format_table(rows: list[Row] | tuple[Row, ...]) -> str:
+    """A fixed-width text table, for terminals and for nbval-checked cells."""
+    cells = [("where", "step", "shape", "dims", "meaning")]
+    cells += [(r.where, r.step, str(list(r.shape)) if r.dims else "", r.dims, r.meaning) for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(4)]
+    lines = ["  ".join(c[i].ljust(widths[i]) for i in range(4)) + "  " + c[4] for c in cells]
+    lines.insert(1, "-" * (sum(widths) + 8 + len("meaning")))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+class ShapeTable:
+    """Shows rows as an HTML table in a notebook (matching steps highlighted) and as text elsewhere."""
+
+    def __init__(self, rows, highlight: tuple[str, ...] = ()):
+        self.rows = list(rows)
+        self.highlight = highlight
+
+    def _is_highlighted(self, row: Row) -> bool:
+        return any(h in row.step or h in row.where for h in self.highlight)
+
+    def __repr__(self) -> str:
+        return format_table(self.rows)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th style='text-align:left'>{h}</th>" for h in ("where", "step", "shape", "dims", "meaning"))
+        body = []
+        for r in self.rows:
+            style = " style='background:#fff3b0;font-weight:bold'" if self._is_highlighted(r) else ""
+            shape = str(list(r.shape)) if r.dims else ""
+            cells = (r.where, r.step, shape, r.dims, r.meaning)
+            body.append(f"<tr{style}>" + "".join(f"<td style='text-align:left'>{html.escape(c)}</td>"
+                                                 for c in cells) + "</tr>")
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def shape_map(cfg=None, batch: int = 32, src_len: int = 10, tgt_len: int = 4,
+              highlight: tuple[str, ...] | str = ()) -> ShapeTable:
+    """The series' map: the summarised trace at the given sizes, with the steps of this notebook highlighted."""
+    from .config import ModelConfig
+
+    cfg = ModelConfig.seed_example() if cfg is None else cfg
+    highlight = (highlight,) if isinstance(highlight, str) else tuple(highlight)
+    return ShapeTable(summarise(trace_shapes(cfg, batch, src_len, tgt_len)), highlight)
