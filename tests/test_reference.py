@@ -30,14 +30,8 @@ def test_multi_head_attention_equals_nn_multiheadattention(causal):
     d_model, heads = 24, 3
     ours = wt.MultiHeadAttention(d_model, heads).eval()
     ref = nn.MultiheadAttention(d_model, heads, batch_first=True).eval()
-    with torch.no_grad():
-        ours.w_q.weight.copy_(ref.in_proj_weight[:d_model])
-        ours.w_k.weight.copy_(ref.in_proj_weight[d_model:2 * d_model])
-        ours.w_v.weight.copy_(ref.in_proj_weight[2 * d_model:])
-        ours.w_q.bias.copy_(ref.in_proj_bias[:d_model])
-        ours.w_k.bias.copy_(ref.in_proj_bias[d_model:2 * d_model])
-        ours.w_v.bias.copy_(ref.in_proj_bias[2 * d_model:])
-        ours.w_o.load_state_dict(ref.out_proj.state_dict())
+    wt.copy_torch_attention(ours, ref)
+    torch.testing.assert_close(ours.w_k.weight, ref.in_proj_weight[d_model:2 * d_model])  # the middle third is W_k
     x = torch.randn(2, 5, d_model)
     ids = ragged_ids([5, 3], 5, 9)
     mask = wt.padding_mask(ids, 0)

@@ -6,7 +6,7 @@ from .data import PHRASES, Vocab, chinese_numeral, english_words, numeral_vocabs
 from .embedding import Embedding, PositionalEncoding, sinusoidal_table
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward
 from .masks import causal_mask, decoder_self_mask, padding_mask, to_blocked
-from .model import Transformer, greedy_decode, greedy_steps, load_torch_transformer
+from .model import Transformer, copy_torch_attention, greedy_decode, greedy_steps, load_torch_transformer
 from .trace import Row, format_table, shape_map, summarise, trace_shapes
 from .train import (
                     Trainer,
@@ -21,11 +21,44 @@ from .train import (
 )
 
 __all__ = [
-    "PHRASES", "AddNorm", "DecoderLayer", "Embedding", "EncoderLayer", "FeedForward", "ModelConfig",
-    "MultiHeadAttention", "PositionalEncoding", "Row", "TrainSettings", "Trainer", "Transformer", "Vocab",
-    "causal_mask", "chinese_numeral", "decoder_self_mask", "english_words", "format_table", "greedy_decode",
-    "greedy_steps", "held_out_pairs", "load_checkpoint", "load_torch_transformer", "numeral_vocabs", "pad_batch",
-    "padding_mask", "phrase_vocabs", "save_checkpoint", "scaled_dot_product_attention", "sequence_loss",
-    "shape_map", "sinusoidal_table", "summarise", "teacher_forcing", "to_blocked", "trace_shapes", "translate",
-    "warmup_lr",
+                    "PHRASES",
+                    "AddNorm",
+                    "DecoderLayer",
+                    "Embedding",
+                    "EncoderLayer",
+                    "FeedForward",
+                    "ModelConfig",
+                    "MultiHeadAttention",
+                    "PositionalEncoding",
+                    "Row",
+                    "TrainSettings",
+                    "Trainer",
+                    "Transformer",
+                    "Vocab",
+                    "causal_mask",
+                    "chinese_numeral",
+                    "copy_torch_attention",
+                    "decoder_self_mask",
+                    "english_words",
+                    "format_table",
+                    "greedy_decode",
+                    "greedy_steps",
+                    "held_out_pairs",
+                    "load_checkpoint",
+                    "load_torch_transformer",
+                    "numeral_vocabs",
+                    "pad_batch",
+                    "padding_mask",
+                    "phrase_vocabs",
+                    "save_checkpoint",
+                    "scaled_dot_product_attention",
+                    "sequence_loss",
+                    "shape_map",
+                    "sinusoidal_table",
+                    "summarise",
+                    "teacher_forcing",
+                    "to_blocked",
+                    "trace_shapes",
+                    "translate",
+                    "warmup_lr",
 ]

@@ -66,6 +66,9 @@ class Embedding(nn.Module):
         self.vocab_size = vocab_size
         self.d_model = d_model
         self.token = nn.Embedding(vocab_size, d_model)  # the learned table [V, D]
+        # Entries start at std 1/sqrt(D), as the paper's weights shared with the output layer do:
+        # times sqrt(D) that is std 1, the same order as PE's values.
+        nn.init.normal_(self.token.weight, std=d_model ** -0.5)
         self.position = PositionalEncoding(d_model, max_len)
         self.dropout = nn.Dropout(dropout)
 

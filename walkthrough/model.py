@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from . import trace
+from .attention import MultiHeadAttention
 from .config import ModelConfig, check_positive_int
 from .embedding import Embedding
 from .layers import DecoderLayer, EncoderLayer
@@ -134,10 +135,27 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_len: int, sos_id: i
     return ys
 
 
+@torch.no_grad()
+def copy_torch_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> MultiHeadAttention:
+    """Copy an ``nn.MultiheadAttention``'s weights into ours.
+
+    PyTorch keeps W_q, W_k, W_v stacked in one ``in_proj_weight`` [3D, D]; we split it in three.
+    """
+    if theirs.in_proj_weight is None or theirs.embed_dim != ours.w_q.in_features or theirs.num_heads != ours.num_heads:
+        raise ValueError("theirs must be an nn.MultiheadAttention with the same embed_dim and num_heads "
+                         "(and kdim = vdim = embed_dim)")
+    w_q, w_k, w_v = theirs.in_proj_weight.chunk(3)
+    b_q, b_k, b_v = theirs.in_proj_bias.chunk(3)
+    for linear, weight, bias in ((ours.w_q, w_q, b_q), (ours.w_k, w_k, b_k), (ours.w_v, w_v, b_v),
+                                 (ours.w_o, theirs.out_proj.weight, theirs.out_proj.bias)):
+        linear.weight.copy_(weight)
+        linear.bias.copy_(bias)
+    return ours
+
+
 def load_torch_transformer(model: Transformer, reference: nn.Transformer) -> Transformer:
     """Copy an ``nn.Transformer(batch_first=True, norm_first=False)``'s weights into ``model``'s stacks.
 
-    PyTorch keeps W_q, W_k, W_v stacked in one ``in_proj_weight`` [3D, D]; we split it in three.
     Embeddings and the output head are ours alone and are left as they are.
     """
     enc_layers, dec_layers = reference.encoder.layers, reference.decoder.layers
@@ -151,27 +169,19 @@ def load_torch_transformer(model: Transformer, reference: nn.Transformer) -> Tra
         raise ValueError(f"sizes differ (d_model, nhead, dim_feedforward, encoder layers, decoder layers): "
                          f"reference {theirs}, model {ours}; build both from the same sizes")
 
-    def copy_attention(dst, src):
-        w_q, w_k, w_v = src.in_proj_weight.chunk(3)
-        b_q, b_k, b_v = src.in_proj_bias.chunk(3)
-        for linear, weight, bias in ((dst.w_q, w_q, b_q), (dst.w_k, w_k, b_k), (dst.w_v, w_v, b_v),
-                                     (dst.w_o, src.out_proj.weight, src.out_proj.bias)):
-            linear.weight.copy_(weight)
-            linear.bias.copy_(bias)
-
     def copy_module(dst, src):
         dst.load_state_dict(src.state_dict())
 
     with torch.no_grad():
         for ours_layer, ref in zip(model.encoder.layers, enc_layers):
-            copy_attention(ours_layer.self_attn, ref.self_attn)
+            copy_torch_attention(ours_layer.self_attn, ref.self_attn)
             copy_module(ours_layer.feed_forward.linear1, ref.linear1)
             copy_module(ours_layer.feed_forward.linear2, ref.linear2)
             copy_module(ours_layer.add_norm1.norm, ref.norm1)
             copy_module(ours_layer.add_norm2.norm, ref.norm2)
         for ours_layer, ref in zip(model.decoder.layers, dec_layers):
-            copy_attention(ours_layer.self_attn, ref.self_attn)
-            copy_attention(ours_layer.cross_attn, ref.multihead_attn)
+            copy_torch_attention(ours_layer.self_attn, ref.self_attn)
+            copy_torch_attention(ours_layer.cross_attn, ref.multihead_attn)
             copy_module(ours_layer.feed_forward.linear1, ref.linear1)
             copy_module(ours_layer.feed_forward.linear2, ref.linear2)
             copy_module(ours_layer.add_norm1.norm, ref.norm1)

@@ -85,21 +85,29 @@ class TrainSettings:
     seed: int = 0
 
 
-def numeral_config(settings: TrainSettings) -> ModelConfig:
-    src_vocab, tgt_vocab = numeral_vocabs()
+def task_config(settings: TrainSettings, src_vocab: Vocab, tgt_vocab: Vocab) -> ModelConfig:
     return ModelConfig(src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab), d_model=settings.d_model,
                        num_heads=settings.num_heads, d_ff=settings.d_ff, num_layers=settings.num_layers,
                        max_len=32, dropout=0.0, pad_id=Vocab.pad_id)
 
 
 class Trainer:
-    """Model, Adam with warm-up, and the step count, for the numeral task. Deterministic for a seed."""
+    """Model, Adam with warm-up, and the step count. Deterministic for a seed.
 
-    def __init__(self, settings: TrainSettings = TrainSettings()):
+    By default it trains the numeral task on fresh random numbers every step; given ``pairs``, every
+    batch is those pairs (a model that memorises a few phrases, as notebook 06 needs).
+    """
+
+    def __init__(self, settings: TrainSettings = TrainSettings(), pairs: list[tuple[str, str]] | None = None):
         self.settings = settings
-        self.src_vocab, self.tgt_vocab = numeral_vocabs()
+        self.pairs = pairs
+        if pairs is None:
+            self.src_vocab, self.tgt_vocab = numeral_vocabs()
+        else:
+            self.src_vocab = Vocab(t for zh, _ in pairs for t in chinese_tokens(zh))
+            self.tgt_vocab = Vocab(t for _, en in pairs for t in english_tokens(en))
         torch.manual_seed(settings.seed)
-        self.model = Transformer(numeral_config(settings))
+        self.model = Transformer(task_config(settings, self.src_vocab, self.tgt_vocab))
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: warmup_lr(s, settings.warmup, settings.steps, settings.peak_lr))
@@ -109,6 +117,8 @@ class Trainer:
 
     def batch(self, step: int) -> Batch:
         """The training batch of a given step: fixed by (seed, step), so a resumed run sees the same data."""
+        if self.pairs is not None:
+            return make_batch(self.pairs, self.src_vocab, self.tgt_vocab)
         pairs = numeral_pairs(self.settings.batch_size, seed=self.settings.seed * 1_000_003 + step, held_out=False)
         return make_batch(pairs, self.src_vocab, self.tgt_vocab)
 
@@ -163,6 +173,7 @@ def save_checkpoint(trainer: Trainer, path: str | Path) -> None:
     torch.save({
         "format": "walkthrough-checkpoint-1",
         "settings": asdict(trainer.settings),
+        "pairs": trainer.pairs,
         "src_itos": trainer.src_vocab.itos, "tgt_itos": trainer.tgt_vocab.itos,
         "step": trainer.step, "losses": trainer.losses, "lrs": trainer.lrs,
         "model": trainer.model.state_dict(),
@@ -181,9 +192,10 @@ def load_checkpoint(path: str | Path, allow_untrained: bool = False) -> Trainer:
                          f"{type(err).__name__}; save it again") from None
     if not isinstance(state, dict) or state.get("format") != "walkthrough-checkpoint-1":
         raise ValueError(f"{path} is a torch file but not a walkthrough checkpoint; save one with save_checkpoint")
-    trainer = Trainer(TrainSettings(**state["settings"]))
+    pairs = state["pairs"] and [tuple(pair) for pair in state["pairs"]]
+    trainer = Trainer(TrainSettings(**state["settings"]), pairs)
     if state["src_itos"] != trainer.src_vocab.itos or state["tgt_itos"] != trainer.tgt_vocab.itos:
-        raise ValueError(f"{path} was trained with other vocabularies than the numeral task's; "
+        raise ValueError(f"{path} was trained with other vocabularies than its task's; "
                          f"its translations would be meaningless: retrain it")
     if state["step"] == 0 and not allow_untrained:
         raise ValueError(f"{path} holds an untrained model (step 0): train it first, "
