@@ -1,5 +1,6 @@
 """Transformer, by hand: a small, real encoder-decoder Transformer that shows its shapes."""
 
+from . import cost, viz, widgets
 from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .config import ModelConfig
 from .data import PHRASES, Vocab, chinese_numeral, english_words, numeral_vocabs, pad_batch, phrase_vocabs
@@ -7,7 +8,7 @@ from .embedding import Embedding, PositionalEncoding, sinusoidal_table
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward
 from .masks import causal_mask, decoder_self_mask, padding_mask, to_blocked
 from .model import Transformer, copy_torch_attention, greedy_decode, greedy_steps, load_torch_transformer
-from .trace import Row, format_table, shape_map, summarise, trace_shapes
+from .trace import Row, check_shape, format_table, shape_map, show, summarise, trace_shapes
 from .train import (
                     Trainer,
                     TrainSettings,
@@ -36,8 +37,10 @@ __all__ = [
                     "Transformer",
                     "Vocab",
                     "causal_mask",
+                    "check_shape",
                     "chinese_numeral",
                     "copy_torch_attention",
+                    "cost",
                     "decoder_self_mask",
                     "english_words",
                     "format_table",
@@ -54,11 +57,14 @@ __all__ = [
                     "scaled_dot_product_attention",
                     "sequence_loss",
                     "shape_map",
+                    "show",
                     "sinusoidal_table",
                     "summarise",
                     "teacher_forcing",
                     "to_blocked",
                     "trace_shapes",
                     "translate",
+                    "viz",
                     "warmup_lr",
+                    "widgets",
 ]

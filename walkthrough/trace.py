@@ -99,6 +99,20 @@ def trace_shapes(cfg, batch: int = 32, src_len: int = 10, tgt_len: int = 4) -> t
             handle.remove()
 
 
+def show(label: str, tensor: torch.Tensor, dims: str) -> None:
+    """Print one line: a label, the tensor's shape, and what each dim means (checked to match in number)."""
+    if len(dims.split()) != tensor.dim():
+        raise ValueError(f"{label}: dims {dims!r} name {len(dims.split())} dims but the shape "
+                         f"{list(tensor.shape)} has {tensor.dim()}")
+    print(f"{label:<30} {list(tensor.shape)!s:<18} {dims}")
+
+
+def check_shape(tensor: torch.Tensor, expected: tuple[int, ...]) -> None:
+    """Assert a shape, d2l-style: a claim about a shape is a line that fails if the claim is wrong."""
+    if tuple(tensor.shape) != tuple(expected):
+        raise AssertionError(f"shape {list(tensor.shape)}, expected {list(expected)}")
+
+
 _LAYER = re.compile(r"^(.*\.layers)\.(\d+)(\..*)?$")
 
 

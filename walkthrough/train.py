@@ -168,6 +168,19 @@ def exact_match(model: Transformer, pairs: list[tuple[str, str]], src_vocab: Voc
     return sum(g == en for g, (_, en) in zip(guesses, pairs)) / len(pairs)
 
 
+@torch.no_grad()
+def cross_attention_map(trainer: Trainer, zh: str, en: str, layer: int = -1):
+    """Teacher-forced cross-attention of one pair, averaged over heads: ([L_tgt, L_src], query labels, key labels)."""
+    batch = make_batch([(zh, en)], trainer.src_vocab, trainer.tgt_vocab)
+    was_training = trainer.model.training
+    trainer.model.eval()
+    trainer.model(batch.src, batch.tgt_in)
+    trainer.model.train(was_training)
+    weights = trainer.model.decoder.layers[layer].cross_attn.attn_weights[0].mean(0)  # [L_tgt, L_src]
+    queries = [trainer.tgt_vocab.itos[i] for i in batch.tgt_in[0]]
+    return weights, queries, chinese_tokens(zh)
+
+
 def save_checkpoint(trainer: Trainer, path: str | Path) -> None:
     """Weights, optimiser and schedule state, step, sizes and vocabularies: all a resume needs."""
     torch.save({

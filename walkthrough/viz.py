@@ -119,8 +119,9 @@ def mask_figure(masks: dict[str, torch.Tensor], tokens: Sequence[str],
     return fig
 
 
-def pe_figure(length: int, d_model: int, curves: Sequence[int] = (0, 1, 4, 5)) -> Figure:
-    """The PE table [length, d_model] as a heatmap, and a few of its columns as curves over position."""
+def pe_figure(length: int, d_model: int) -> Figure:
+    """The PE table [length, d_model] as a heatmap, and four of its sine columns (from 0 to D/2) as curves."""
+    curves = sorted({2 * (d_model * share // 16) for share in (0, 1, 2, 4)})
     table = sinusoidal_table(length, d_model)  # [L, D]
     fig = Figure(figsize=(11, 3.6), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=(1.4, 1))
@@ -128,7 +129,7 @@ def pe_figure(length: int, d_model: int, curves: Sequence[int] = (0, 1, 4, 5)) -
             ylabel="position")
     for i in curves:
         if i < d_model:
-            right.plot(table[:, i].numpy(), label=f"dim {i} ({'sin' if i % 2 == 0 else 'cos'})")
+            right.plot(table[:, i].numpy(), label=f"dim {i}")
     right.set_xlabel("position")
     right.set_title("a few columns: low dims wiggle fast, high dims slowly")
     right.legend(fontsize=8)
@@ -147,6 +148,23 @@ def curve_figure(series: dict[str, Sequence[float]], xlabel: str = "step", title
             ax.set_yscale("log")
     if title:
         fig.suptitle(title)
+    return fig
+
+
+def lines_figure(x: Sequence[float], series: dict[str, Sequence[float]], xlabel: str, ylabel: str,
+                 title: str = "", log: bool = False) -> Figure:
+    """Several named series over the same x, on one set of axes (log-log when ``log``)."""
+    fig = Figure(figsize=(6, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    for name, values in series.items():
+        ax.plot(list(x), list(values), marker="o", label=name)
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
     return fig
 
 
