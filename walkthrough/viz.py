@@ -6,6 +6,7 @@ and nothing leaks between cells; a notebook shows it by leaving it as the cell's
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from importlib.util import find_spec
@@ -42,8 +43,7 @@ def use_cjk_font() -> str | None:
             warnings.warn("no Chinese font found, so Chinese labels will show as boxes: "
                           "pip install mplfonts (or install fonts-noto-cjk)", stacklevel=2)
     elif not _font_ready:
-        matplotlib.rcParams["font.sans-serif"] = ["DejaVu Sans", name]
-        matplotlib.rcParams["font.family"] = "sans-serif"
+        matplotlib.rcParams["font.family"] = ["DejaVu Sans", name]  # named fonts: glyph fallback needs a list
     _font_ready = True
     return name
 
@@ -76,11 +76,14 @@ def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | Non
             set_ticks(range(size))
             set_labels(list(labels))
     if annotate:
-        middle = (data.max() + data.min()) / 2
         for i in range(data.shape[0]):
             for j in range(data.shape[1]):
+                if math.isnan(data[i, j]):
+                    continue
+                red, green, blue, _ = image.cmap(image.norm(data[i, j]))
+                dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5  # perceived brightness of the cell
                 ax.text(j, i, fmt.format(data[i, j]), ha="center", va="center", fontsize=8,
-                        color="black" if data[i, j] > middle else "white")
+                        color="white" if dark else "black")
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
