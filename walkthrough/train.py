@@ -170,15 +170,18 @@ def exact_match(model: Transformer, pairs: list[tuple[str, str]], src_vocab: Voc
 
 @torch.no_grad()
 def cross_attention_map(trainer: Trainer, zh: str, en: str, layer: int = -1):
-    """Teacher-forced cross-attention of one pair, averaged over heads: ([L_tgt, L_src], query labels, key labels)."""
+    """Teacher-forced cross-attention of one pair, averaged over heads.
+
+    Returns (weights [L_tgt, L_src], the word each row predicts, the source tokens).
+    """
     batch = make_batch([(zh, en)], trainer.src_vocab, trainer.tgt_vocab)
     was_training = trainer.model.training
     trainer.model.eval()
     trainer.model(batch.src, batch.tgt_in)
     trainer.model.train(was_training)
     weights = trainer.model.decoder.layers[layer].cross_attn.attn_weights[0].mean(0)  # [L_tgt, L_src]
-    queries = [trainer.tgt_vocab.itos[i] for i in batch.tgt_in[0]]
-    return weights, queries, chinese_tokens(zh)
+    predicted = [trainer.tgt_vocab.itos[i] for i in batch.labels[0]]
+    return weights, predicted, chinese_tokens(zh)
 
 
 def save_checkpoint(trainer: Trainer, path: str | Path) -> None:
