@@ -5,6 +5,7 @@ import warnings
 
 import pytest
 from matplotlib import font_manager
+from matplotlib.figure import Figure
 
 import walkthrough as wt
 from walkthrough import viz, widgets
@@ -66,4 +67,7 @@ def test_chinese_labels_render_without_missing_glyphs():
         warnings.simplefilter("error")  # "Glyph ... missing from font" would fail here
         fig = viz.heatmap(wt.causal_mask(3).float(), list("早上好"), list("早上好"))
         fig.savefig(io.BytesIO(), format="png")  # draws every label with Agg
+        own = Figure()  # a figure made by a notebook, outside viz, must get the font too
+        viz.heatmap(wt.causal_mask(3).float(), list("早上好"), list("早上好"), ax=own.add_subplot())
+        own.savefig(io.BytesIO(), format="png")
     assert any("CJK" in f.name for f in font_manager.fontManager.ttflist)

@@ -27,8 +27,8 @@ _font_ready = False
 def use_cjk_font() -> str | None:
     """Make Chinese labels render: the font bundled with ``mplfonts`` if installed, else a system one.
 
-    Latin text keeps matplotlib's default font; the CJK font is the per-glyph fallback. Warns once
-    (and returns None) when no CJK font is available.
+    Latin text keeps matplotlib's default font; the CJK font is the per-glyph fallback. Runs when
+    this module is imported; warns once (and returns None) when no CJK font is available.
     """
     global _font_ready
     spec = find_spec("mplfonts")
@@ -48,6 +48,9 @@ def use_cjk_font() -> str | None:
     return name
 
 
+use_cjk_font()  # at import: a label's font is fixed when its figure is made, even one made outside this module
+
+
 def _as_numpy(matrix):
     if isinstance(matrix, torch.Tensor):
         matrix = matrix.detach().float().cpu()
@@ -59,22 +62,21 @@ def _as_numpy(matrix):
 
 def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | None = None, title: str = "",
             ax=None, cmap: str = "viridis", annotate: bool = False, fmt: str = "{:.2f}", xlabel: str = "",
-            ylabel: str = ""):
+            ylabel: str = "", vmin: float | None = None, vmax: float | None = None):
     """Draw a 2-D tensor with row and column labels. Returns the Figure (new, unless ``ax`` is given)."""
-    use_cjk_font()
     data = _as_numpy(matrix)
     if ax is None:
         n_rows, n_cols = data.shape
         fig = Figure(figsize=(min(1.6 + 0.55 * n_cols, 12), min(1.2 + 0.45 * n_rows, 9)), layout="constrained")
         ax = fig.add_subplot()
-    image = ax.imshow(data, cmap=cmap, aspect="auto")
-    for labels, set_ticks, set_labels, size in ((rows, ax.set_yticks, ax.set_yticklabels, data.shape[0]),
-                                               (cols, ax.set_xticks, ax.set_xticklabels, data.shape[1])):
+    image = ax.imshow(data, cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax)
+    for labels, axis, size in ((rows, ax.yaxis, data.shape[0]), (cols, ax.xaxis, data.shape[1])):
         if labels is not None:
             if len(labels) != size:
                 raise ValueError(f"{len(labels)} labels for {size} rows/columns: give one label each")
-            set_ticks(range(size))
-            set_labels(list(labels))
+            axis.set_ticks(range(size))
+            slanted = axis is ax.xaxis and max(len(label) for label in labels) > 3  # long words would overlap
+            axis.set_ticklabels(list(labels), **({"rotation": 45, "ha": "right"} if slanted else {}))
     if annotate:
         for i in range(data.shape[0]):
             for j in range(data.shape[1]):
@@ -94,7 +96,6 @@ def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | Non
 def attention_heads(weights: torch.Tensor, query_tokens: Sequence[str], key_tokens: Sequence[str],
                     title: str = "attention weights", columns: int = 4) -> Figure:
     """weights [H, L_q, L_k] -> one heatmap per head, queries down, keys across."""
-    use_cjk_font()
     if weights.dim() != 3:
         raise ValueError(f"weights must be [H, L_q, L_k] (one sentence), got {list(weights.shape)}; "
                          f"index the batch first, e.g. weights[0]")
@@ -114,7 +115,6 @@ def attention_heads(weights: torch.Tensor, query_tokens: Sequence[str], key_toke
 def mask_figure(masks: dict[str, torch.Tensor], tokens: Sequence[str],
                 key_tokens: Sequence[str] | None = None) -> Figure:
     """Several [L_q, L_k] masks side by side, each cell printed as 1/0 so the convention is explicit."""
-    use_cjk_font()
     fig = Figure(figsize=(3.4 * len(masks), 3.2), layout="constrained")
     for ax, (title, mask) in zip(fig.subplots(1, len(masks), squeeze=False).flat, masks.items()):
         heatmap(mask.int(), tokens, key_tokens or tokens, title=title, ax=ax, cmap="Greys", annotate=True,
@@ -173,7 +173,6 @@ def lines_figure(x: Sequence[float], series: dict[str, Sequence[float]], xlabel:
 
 def bar_figure(labels: Sequence[str], values: Sequence[float], title: str = "", ax=None):
     """Horizontal bars, largest on top: the top candidates of one decoding step."""
-    use_cjk_font()
     if ax is None:
         fig = Figure(figsize=(4, 0.35 * len(labels) + 1), layout="constrained")
         ax = fig.add_subplot()
