@@ -90,8 +90,9 @@ class Notebook:
         self.page = context.new_page()
         self.name = name
         self.shots = shots
-        self.page.goto(f"{url}/lab/tree/notebooks/{name}?token={TOKEN}")
-        self.page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+        self.page.goto(f"{url}/lab/tree/notebooks/{name}?reset&token={TOKEN}")  # reset: only this notebook open
+        self.notebook = self.page.locator(".jp-NotebookPanel:visible .jp-Notebook")
+        self.notebook.locator(".jp-Cell").first.wait_for(timeout=60_000)
         self.wait_idle()
 
     def screenshot(self) -> Path:
@@ -122,10 +123,10 @@ class Notebook:
         self.wait_idle()
 
     def text(self) -> str:
-        return self.page.locator(".jp-Notebook").inner_text()
+        return self.notebook.inner_text()
 
     def slider(self, name: str):
-        return self.page.locator(".widget-slider", has=self.page.locator("label", has_text=name)).first
+        return self.notebook.locator(".widget-slider", has=self.page.locator("label", has_text=name)).first
 
     def set_slider(self, name: str, value: int) -> None:
         readout = self.slider(name).locator(".widget-readout")
@@ -133,7 +134,7 @@ class Notebook:
         readout.press("Enter")
 
     def widget_output(self, containing: str, timeout_ms: int = 20_000) -> str:
-        output = self.page.locator(".widget-output", has_text=containing).first
+        output = self.notebook.locator(".widget-output", has_text=containing).first
         output.wait_for(timeout=timeout_ms)
         return output.inner_text()
 
@@ -157,10 +158,10 @@ def test_notebook_runs_in_jupyterlab_without_a_traceback(open_notebook, name):
     notebook.run_all()
     text = notebook.text()
     notebook.check("Traceback" not in text, "a cell printed a traceback")
-    notebook.check(notebook.page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    notebook.check(notebook.notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
                    .filter(has_text="Error").count() == 0, "a cell shows an error")
-    notebook.check(notebook.page.locator(".widget-slider").count() > 0, "no slider rendered")
-    notebook.check(notebook.page.locator(".jp-RenderedImage img").count() > 0, "no figure rendered")
+    notebook.check(notebook.notebook.locator(".widget-slider, .widget-text").count() > 0, "no widget rendered")
+    notebook.check(notebook.notebook.locator(".jp-RenderedImage img").count() > 0, "no figure rendered")
 
 
 def test_heads_slider_resplits_and_explains_a_bad_head_count(open_notebook):

@@ -61,6 +61,15 @@ def test_ffn_explorer_counts_ffn_parameters():
     assert f"{2 * 512 * 2048 + 2048 + 512:,}" in shown(explorer)
 
 
+def test_translation_explorer_shows_the_numeral_and_the_models_answer():
+    trainer = wt.Trainer(wt.TrainSettings(d_model=16, d_ff=32, num_layers=1, steps=2))
+    explorer = widgets.translation_explorer(trainer)
+    assert "3,056,070   三百零五万六千零七十" in shown(explorer)
+    assert "model:" in shown(explorer) and "image/png" in str(explorer.children[-1].outputs)
+    slider(explorer, "number").value = 12
+    assert "十二" in shown(explorer)
+
+
 def test_chinese_labels_render_without_missing_glyphs():
     assert viz.use_cjk_font() is not None
     with warnings.catch_warnings():

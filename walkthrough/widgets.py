@@ -17,9 +17,11 @@ from matplotlib.figure import Figure
 from . import viz
 from .config import ModelConfig
 from .cost import encoder_layer_costs, format_costs
+from .data import MAX_NUMBER, chinese_numeral, english_words
 from .masks import causal_mask, padding_mask
 from .model import Transformer
 from .trace import ShapeTable, shape_map, trace_shapes
+from .train import cross_attention_map
 
 
 def _slider(name: str, value: int, low: int, high: int, step: int = 1) -> widgets.IntSlider:
@@ -149,6 +151,22 @@ def _output(part) -> dict:
     elif hasattr(part, "_repr_html_"):
         data["text/html"] = part._repr_html_()
     return {"output_type": "display_data", "data": data, "metadata": {}}
+
+
+def translation_explorer(trainer) -> widgets.VBox:
+    """Notebook 07: type a number; see its Chinese numeral, the trained model's English, and where it looked."""
+    def render(number):
+        zh = chinese_numeral(number)
+        guess, truth = trainer.translate([zh])[0], english_words(number)
+        verdict = "✓ correct" if guess == truth else f"✗ expected: {truth}"
+        summary = _Text(f"{number:,}   {zh}\nmodel:  {guess}\n{verdict}")
+        weights, predicted, source = cross_attention_map(trainer, zh, guess)
+        figure = viz.heatmap(weights, predicted, source, cmap="Blues", xlabel="source", ylabel="predicting",
+                             title="last decoder layer's cross-attention, averaged over heads")
+        return summary, figure
+    number = widgets.BoundedIntText(value=3_056_070, min=0, max=MAX_NUMBER, description="number",
+                                    style={"description_width": "initial"})
+    return explorer([number], render)
 
 
 class _Text:
