@@ -5,9 +5,10 @@ BIN := $(VENV)/bin
 # A CPU build of torch. Where this pin would pull a CUDA build, point pip at a CPU index:
 #   make lab TORCH_PIP_ARGS="torch --index-url <PyTorch's CPU wheel index>"
 TORCH_PIP_ARGS ?= torch==2.13.0
+CHROMIUM ?= /usr/bin/chromium
 STAMP := $(VENV)/.setup-done
 
-.PHONY: setup lab test lint html clean
+.PHONY: setup browser lab test lint html clean
 
 setup: $(STAMP)
 
@@ -17,15 +18,28 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -e ".[test,dev]"
 	touch $@
 
+# The browser test drives Debian's Chromium (Playwright's own browser download is not used).
+browser:
+	@test -x $(CHROMIUM) || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "Chromium is missing: install it (Debian/Ubuntu: sudo apt-get install chromium)" \
+	         "or pass CHROMIUM=/path/to/chromium"; exit 1; \
+	  fi; }
+
 lab: setup
 	$(BIN)/jupyter lab notebooks/
 
-test: setup
+test: setup browser
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest --nbval --nbval-current-env tests notebooks
+	WALKTHROUGH_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest --nbval --nbval-current-env tests notebooks
 
 lint: setup
 	$(BIN)/ruff check .
+
+html: setup
+	$(BIN)/python tools/build_site.py _site
 
 clean:
 	rm -rf $(VENV) _site

@@ -1,7 +1,29 @@
+import os
+import tempfile
+from pathlib import Path
+
 import pytest
 import torch
 
 import walkthrough as wt
+
+from . import offline
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _offline_kernels() -> None:
+    """Every kernel started from here (nbval, nbclient, JupyterLab) runs the network guard at startup."""
+    ipython_dir = Path(tempfile.mkdtemp(prefix="walkthrough-ipython-"))
+    startup = ipython_dir / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00_offline.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport offline\noffline.install()\n")
+    os.environ["IPYTHONDIR"] = str(ipython_dir)
+
+
+_offline_kernels()
+offline.install()
 
 
 @pytest.fixture
