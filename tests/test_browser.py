@@ -182,3 +182,16 @@ def test_shape_explorer_follows_d_model(open_notebook):
     notebook.widget_output("[32, 10, 512]")
     notebook.set_slider("d_model", 256)
     notebook.check("[32, 10, 256]" in notebook.widget_output("[32, 10, 256]"), "d_model=256 did not re-trace")
+
+
+def test_notebook_presents_as_reveal_slides(lab, browser_context, tmp_path):
+    page = browser_context.new_page()
+    try:
+        page.goto(f"{lab}/rise/notebooks/02_qkv_multihead_split.ipynb?token={TOKEN}")
+        page.wait_for_selector(".reveal .slides section", timeout=60_000)
+        slides = page.locator(".reveal .slides > section").count()
+        if slides < 8:
+            page.screenshot(path=str(tmp_path / "rise.png"))
+            pytest.fail(f"only {slides} slides rendered (screenshot: {tmp_path / 'rise.png'})")
+    finally:
+        page.close()

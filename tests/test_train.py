@@ -1,3 +1,7 @@
+import re
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -95,3 +99,11 @@ def test_greedy_decode_stops_finished_rows(small_cfg):
     for row in out.tolist():
         if 2 in row:
             assert all(t == 0 for t in row[row.index(2) + 1:])
+
+
+def test_command_line_trains_shows_progress_and_ends_with_the_accuracy(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "walkthrough", "train", "--steps", "20", "--held-out", "20",
+                          "--save", str(tmp_path / "ckpt.pt")], capture_output=True, text=True, check=True)
+    assert re.fullmatch(r"held-out exact-match accuracy: [01]\.\d\d \(20 examples\)", run.stdout.splitlines()[-1])
+    assert "training" in run.stderr and "20/20" in run.stderr  # the progress bar
+    assert wt.load_checkpoint(tmp_path / "ckpt.pt").step == 20

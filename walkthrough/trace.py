@@ -62,12 +62,20 @@ def _check_size(name: str, value, limit: int | None = None) -> None:
         raise ValueError(f"{name}={value} is longer than max_len={limit}; raise max_len or shorten {name}")
 
 
+@functools.lru_cache(maxsize=8)
+def _meta_model(cfg):
+    """The model on the meta device, kept per config: a slider that moves only batch or lengths reuses it."""
+    from .model import Transformer
+
+    with torch.device("meta"):
+        return Transformer(cfg).eval()  # eval: dropout's random masks are work with no shape to show
+
+
 @functools.lru_cache(maxsize=256)
 def trace_shapes(cfg, batch: int = 32, src_len: int = 10, tgt_len: int = 4) -> tuple[Row, ...]:
     """Run ``Transformer(cfg)`` on the meta device for a [batch, src_len] -> [batch, tgt_len] pair and
     return every recorded step, in order, with the loss's label and flattening steps at the end."""
     from .config import ModelConfig
-    from .model import Transformer
     from .train import sequence_loss
 
     global _active
@@ -78,10 +86,9 @@ def trace_shapes(cfg, batch: int = 32, src_len: int = 10, tgt_len: int = 4) -> t
     _check_size("tgt_len", tgt_len, cfg.max_len)
     if _active is not None:
         raise RuntimeError("trace_shapes is already running (it is not re-entrant)")
-    with torch.device("meta"):
-        model = Transformer(cfg).eval()  # no dropout: its random masks are work with no shape to show
-        src = torch.zeros(batch, src_len, dtype=torch.long)
-        tgt = torch.zeros(batch, tgt_len, dtype=torch.long)
+    model = _meta_model(cfg)
+    src = torch.zeros(batch, src_len, dtype=torch.long, device="meta")
+    tgt = torch.zeros(batch, tgt_len, dtype=torch.long, device="meta")
     handles = []
     for name, module in model.named_modules():
         if name:
