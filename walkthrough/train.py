@@ -78,7 +78,7 @@ class TrainSettings:
     d_ff: int = 256
     num_layers: int = 2
     batch_size: int = 64
-    steps: int = 1500
+    steps: int = 1000
     warmup: int = 150
     peak_lr: float = 3e-3
     smoothing: float = 0.1
