@@ -168,16 +168,25 @@ class ShapeTable:
     def __repr__(self) -> str:
         return format_table(self.rows)
 
-    def _repr_html_(self) -> str:
+    def _table_html(self, rows) -> str:
         head = "".join(f"<th style='text-align:left'>{h}</th>" for h in ("where", "step", "shape", "dims", "meaning"))
         body = []
-        for r in self.rows:
+        for r in rows:
             style = " style='background:#fff3b0;font-weight:bold'" if self._is_highlighted(r) else ""
             shape = str(list(r.shape)) if r.dims else ""
             cells = (r.where, r.step, shape, r.dims, r.meaning)
             body.append(f"<tr{style}>" + "".join(f"<td style='text-align:left'>{html.escape(c)}</td>"
                                                  for c in cells) + "</tr>")
         return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+    def _repr_html_(self) -> str:
+        """With a highlight: this notebook's steps first, the whole map folded below them."""
+        focus = [r for r in self.rows if self._is_highlighted(r)]
+        if not focus:
+            return self._table_html(self.rows)
+        return (f"<p><b>This notebook's steps</b></p>{self._table_html(focus)}"
+                f"<details><summary>the whole map ({len(self.rows)} rows), these steps highlighted</summary>"
+                f"{self._table_html(self.rows)}</details>")
 
 
 def shape_map(cfg=None, batch: int = 32, src_len: int = 10, tgt_len: int = 4,
