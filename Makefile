@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 #   make lab TORCH_PIP_ARGS="torch --index-url <PyTorch's CPU wheel index>"
 TORCH_PIP_ARGS ?= torch==2.13.0
 CHROMIUM ?= /usr/bin/chromium
+LAB_ARGS ?=
 STAMP := $(VENV)/.setup-done
 
 .PHONY: setup browser lab test lint html clean
@@ -28,8 +29,9 @@ browser:
 	         "or pass CHROMIUM=/path/to/chromium"; exit 1; \
 	  fi; }
 
+# As root (containers, these CI machines) Jupyter refuses to start without --allow-root.
 lab: setup
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(LAB_ARGS) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 test: setup browser
 	$(BIN)/ruff check .

@@ -1,7 +1,14 @@
 """environment.yml, binder/ and pyproject.toml must agree, so conda, Binder and pip users get the same series."""
 
+import json
+import os
 import re
+import signal
+import socket
+import subprocess
+import time
 import tomllib
+import urllib.request
 from pathlib import Path
 
 import yaml
@@ -57,3 +64,26 @@ def test_readme_badge_and_links_open_the_notebooks():
     assert "urlpath=lab/tree/notebooks/00_overview.ipynb" in readme
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
         assert f"notebooks/{notebook.name}" in readme, f"README does not link {notebook.name}"
+
+
+def test_make_lab_starts_jupyterlab_on_the_notebooks(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "lab.log"
+    with open(log, "w") as out:
+        lab = subprocess.Popen(["make", "lab", f"LAB_ARGS=--no-browser --ip=127.0.0.1 --port={port}"], cwd=ROOT,
+                               stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "is running at" not in log.read_text() and time.monotonic() < deadline and lab.poll() is None:
+            time.sleep(0.5)
+        text = log.read_text()
+        assert "is running at" in text, text[-2000:]
+        token = re.search(r"token=([0-9a-f]+)", text).group(1)
+        url = f"http://127.0.0.1:{port}/api/contents/00_overview.ipynb?content=0&token={token}"
+        with urllib.request.urlopen(url, timeout=5) as answer:  # 200: it serves notebooks/ itself
+            assert json.load(answer)["name"] == "00_overview.ipynb"
+    finally:
+        os.killpg(lab.pid, signal.SIGTERM)
+        lab.wait(timeout=30)
