@@ -1,3 +1,4 @@
+import contextlib
 import subprocess
 import sys
 
@@ -99,3 +100,11 @@ def test_command_line_reports_bad_sizes_without_a_traceback():
     run = subprocess.run([sys.executable, "-m", "walkthrough", "trace", "--heads", "7"], capture_output=True, text=True)
     assert run.returncode == 2
     assert "d_model=512 is not divisible by num_heads=7" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_remembered_ops_give_the_same_trace_as_running_every_op(monkeypatch):
+    cfg = wt.ModelConfig(src_vocab_size=97, tgt_vocab_size=61, d_model=48, num_heads=6, d_ff=40, num_layers=3)
+    fast = trace.trace_shapes.__wrapped__(cfg, 3, 7, 5)
+    monkeypatch.setattr(trace, "_RepeatedOps", contextlib.nullcontext)
+    trace._meta_model.cache_clear()
+    assert trace.trace_shapes.__wrapped__(cfg, 3, 7, 5) == fast

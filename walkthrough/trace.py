@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,64 @@ def _check_size(name: str, value, limit: int | None = None) -> None:
         raise ValueError(f"{name}={value} is longer than max_len={limit}; raise max_len or shorten {name}")
 
 
+class _RepeatedOps(TorchDispatchMode):
+    """Answers an op on the meta device from memory when it has seen the same call before.
+
+    On the meta device an op's result is fixed by its inputs' shapes, strides and dtypes and its
+    other arguments, and layers 1..N-1 make exactly layer 0's calls; PyTorch's meta kernels for
+    linear and LayerNorm are slow Python, so remembering them makes a trace several times faster.
+    Views and in-place ops always run, so aliasing stays real.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.seen = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        schema = func._schema
+        if schema.is_mutable or any(ret.alias_info is not None for ret in schema.returns):
+            return func(*args, **kwargs)
+        key = (func, _signature(args), _signature(kwargs))
+        try:
+            known = self.seen.get(key)
+        except TypeError:  # an argument that cannot be hashed: just run the op
+            return func(*args, **kwargs)
+        if known is None:
+            out = func(*args, **kwargs)
+            self.seen[key] = _signature(out)
+            return out
+        return _rebuild(known)
+
+
+@dataclass(frozen=True)
+class _TensorMeta:
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+    device: str
+
+
+def _signature(value):
+    """A hashable description of an op's argument or result, tensors by their metadata alone."""
+    if isinstance(value, torch.Tensor):
+        return _TensorMeta(tuple(value.shape), value.stride(), value.dtype, value.device.type)
+    if isinstance(value, (list, tuple)):
+        return tuple(_signature(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _signature(v)) for k, v in sorted(value.items()))
+    return value
+
+
+def _rebuild(signature):
+    """Fresh meta tensors matching a remembered result."""
+    if isinstance(signature, _TensorMeta):
+        return torch.empty_strided(signature.shape, signature.stride, dtype=signature.dtype, device=signature.device)
+    if isinstance(signature, tuple):
+        return tuple(_rebuild(s) for s in signature)
+    return signature
+
+
 @functools.lru_cache(maxsize=8)
 def _meta_model(cfg):
     """The model on the meta device, kept per config: a slider that moves only batch or lengths reuses it."""
@@ -96,7 +155,7 @@ def trace_shapes(cfg, batch: int = 32, src_len: int = 10, tgt_len: int = 4) -> t
             handles.append(module.register_forward_hook(_pop))
     _active = _Recorder()
     try:
-        with torch.inference_mode():
+        with torch.inference_mode(), _RepeatedOps():
             logits = model(src, tgt)
             sequence_loss(logits, tgt, cfg.pad_id)
         return tuple(_active.rows)
