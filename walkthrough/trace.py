@@ -3,7 +3,8 @@
 The model calls ``record(step, tensor, dims, meaning)`` at every step worth showing. Outside
 ``trace_shapes`` no recorder is active and ``record`` returns at once. ``trace_shapes`` builds the
 model on PyTorch's meta device, where tensors have shapes but no data: nothing is allocated or
-computed, so even a GPT-3-sized stack traces in seconds.
+computed. Repeated identical ops (every layer after the first) are answered from memory, so the
+seed sizes trace in tens of milliseconds and a GPT-3-sized stack in under a second.
 """
 
 from __future__ import annotations
