@@ -216,11 +216,15 @@ def format_table(rows: list[Row] | tuple[Row, ...]) -> str:
 
 
 class ShapeTable:
-    """Shows rows as an HTML table in a notebook (matching steps highlighted) and as text elsewhere."""
+    """Shows rows as an HTML table in a notebook (matching steps highlighted) and as text elsewhere.
 
-    def __init__(self, rows, highlight: tuple[str, ...] = ()):
+    ``fold``: show the highlighted rows first and fold the full table below them (for the long map).
+    """
+
+    def __init__(self, rows, highlight: tuple[str, ...] = (), fold: bool = False):
         self.rows = list(rows)
         self.highlight = highlight
+        self.fold = fold
 
     def _is_highlighted(self, row: Row) -> bool:
         return any(h in row.step or h in row.where for h in self.highlight)
@@ -240,9 +244,9 @@ class ShapeTable:
         return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
     def _repr_html_(self) -> str:
-        """With a highlight: this notebook's steps first, the whole map folded below them."""
+        """Folded: this notebook's steps first, the whole table folded below them."""
         focus = [r for r in self.rows if self._is_highlighted(r)]
-        if not focus:
+        if not (self.fold and focus):
             return self._table_html(self.rows)
         return (f"<p><b>This notebook's steps</b></p>{self._table_html(focus)}"
                 f"<details><summary>the whole map ({len(self.rows)} rows), these steps highlighted</summary>"
@@ -256,4 +260,4 @@ def shape_map(cfg=None, batch: int = 32, src_len: int = 10, tgt_len: int = 4,
 
     cfg = ModelConfig.seed_example() if cfg is None else cfg
     highlight = (highlight,) if isinstance(highlight, str) else tuple(highlight)
-    return ShapeTable(summarise(trace_shapes(cfg, batch, src_len, tgt_len)), highlight)
+    return ShapeTable(summarise(trace_shapes(cfg, batch, src_len, tgt_len)), highlight, fold=True)
