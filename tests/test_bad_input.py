@@ -53,5 +53,5 @@ def test_wrong_mask_is_named():
 
 
 def test_causal_mask_rejects_bad_length():
-    with pytest.raises(ValueError, match="length must be a whole number >= 1"):
+    with pytest.raises(ValueError, match="length must be at least 1, got 0"):
         wt.causal_mask(0)

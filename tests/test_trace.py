@@ -63,8 +63,8 @@ def test_summary_keeps_layer_zero_and_counts_repeats():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(batch=0), "batch must be a whole number >= 1"),
-    (dict(src_len=0), "src_len must be a whole number >= 1"),
+    (dict(batch=0), "batch must be at least 1, got 0"),
+    (dict(src_len=0), "src_len must be at least 1, got 0"),
     (dict(tgt_len=6000), "tgt_len=6000 is longer than max_len=5000"),
 ])
 def test_trace_rejects_bad_sizes(kwargs, message):

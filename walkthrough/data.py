@@ -24,9 +24,6 @@ class Vocab:
     def __len__(self) -> int:
         return len(self.itos)
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Vocab) and self.itos == other.itos
-
     def encode(self, tokens: Sequence[str]) -> list[int]:
         """Tokens -> ids; an unknown token becomes <unk>, with a warning naming it."""
         unknown = sorted({t for t in tokens if t not in self.stoi})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from . import trace
+from .config import check_positive_int
 
 
 def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -27,8 +28,7 @@ def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
 
 def causal_mask(length: int, device: torch.device | str | None = None) -> torch.Tensor:
     """[L, L] lower triangle: position q may attend to positions 0..q, never to later ones."""
-    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-        raise ValueError(f"length must be a whole number >= 1, got {length!r}")
+    check_positive_int("length", length)
     mask = torch.ones(length, length, dtype=torch.bool, device=device).tril()  # [L_q, L_k]
     trace.record("causal mask", mask, "L_q L_k", "True on and below the diagonal: no peeking ahead")
     return mask

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .config import ModelConfig, check_positive_int
+
 
 @dataclass(frozen=True)
 class Row:
@@ -57,11 +59,10 @@ def _pop(module, args, output):
     _active.scopes.pop()
 
 
-def _check_size(name: str, value, limit: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-    if limit is not None and value > limit:
-        raise ValueError(f"{name}={value} is longer than max_len={limit}; raise max_len or shorten {name}")
+def _check_length(name: str, value, max_len: int) -> None:
+    check_positive_int(name, value)
+    if value > max_len:
+        raise ValueError(f"{name}={value} is longer than max_len={max_len}; raise max_len or shorten {name}")
 
 
 class _RepeatedOps(TorchDispatchMode):
@@ -135,15 +136,14 @@ def _meta_model(cfg):
 def trace_shapes(cfg, batch: int = 32, src_len: int = 10, tgt_len: int = 4) -> tuple[Row, ...]:
     """Run ``Transformer(cfg)`` on the meta device for a [batch, src_len] -> [batch, tgt_len] pair and
     return every recorded step, in order, with the loss's label and flattening steps at the end."""
-    from .config import ModelConfig
-    from .train import sequence_loss
+    from .train import sequence_loss  # train imports the model, which records into this module
 
     global _active
     if not isinstance(cfg, ModelConfig):
         raise TypeError(f"cfg must be a walkthrough.ModelConfig, got {type(cfg).__name__}")
-    _check_size("batch", batch)
-    _check_size("src_len", src_len, cfg.max_len)
-    _check_size("tgt_len", tgt_len, cfg.max_len)
+    check_positive_int("batch", batch)
+    _check_length("src_len", src_len, cfg.max_len)
+    _check_length("tgt_len", tgt_len, cfg.max_len)
     if _active is not None:
         raise RuntimeError("trace_shapes is already running (it is not re-entrant)")
     model = _meta_model(cfg)
@@ -256,8 +256,6 @@ class ShapeTable:
 def shape_map(cfg=None, batch: int = 32, src_len: int = 10, tgt_len: int = 4,
               highlight: tuple[str, ...] | str = ()) -> ShapeTable:
     """The series' map: the summarised trace at the given sizes, with the steps of this notebook highlighted."""
-    from .config import ModelConfig
-
     cfg = ModelConfig.seed_example() if cfg is None else cfg
     highlight = (highlight,) if isinstance(highlight, str) else tuple(highlight)
     return ShapeTable(summarise(trace_shapes(cfg, batch, src_len, tgt_len)), highlight, fold=True)
