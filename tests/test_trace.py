@@ -5,7 +5,7 @@ import sys
 import pytest
 
 import walkthrough as wt
-from walkthrough import trace
+from walkthrough import recording, trace
 
 SEED_TABLE = [  # (where, step, shape) for every row of DESIGN.md's seed shape table
     ("src_embed", "src ids", (32, 10)),
@@ -76,8 +76,8 @@ def test_record_without_an_active_trace_does_not_touch_the_tensor():
     class Untouchable:
         def __getattr__(self, name):
             raise AssertionError("record looked at the tensor while no trace was running")
-    assert trace._active is None
-    trace.record("step", Untouchable(), "B L", "meaning")
+    assert recording.active() is None
+    recording.record("step", Untouchable(), "B L", "meaning")
 
 
 def test_gpt3_sized_stack_traces_on_meta():

@@ -3,6 +3,7 @@
 import io
 import warnings
 
+import matplotlib
 import pytest
 from matplotlib import font_manager
 from matplotlib.figure import Figure
@@ -76,7 +77,13 @@ def test_chinese_labels_render_without_missing_glyphs():
         warnings.simplefilter("error")  # "Glyph ... missing from font" would fail here
         fig = viz.heatmap(wt.causal_mask(3).float(), list("早上好"), list("早上好"))
         fig.savefig(io.BytesIO(), format="png")  # draws every label with Agg
-        own = Figure()  # a figure made by a notebook, outside viz, must get the font too
+        own = Figure()  # a notebook's own figure, drawn into by viz, gets the font too
         viz.heatmap(wt.causal_mask(3).float(), list("早上好"), list("早上好"), ax=own.add_subplot())
         own.savefig(io.BytesIO(), format="png")
     assert any("CJK" in f.name for f in font_manager.fontManager.ttflist)
+
+
+def test_drawing_leaves_the_users_matplotlib_settings_alone():
+    before = dict(matplotlib.rcParams)
+    viz.heatmap(wt.causal_mask(3).float(), list("早上好"), list("早上好")).savefig(io.BytesIO(), format="png")
+    assert dict(matplotlib.rcParams) == before

@@ -1,24 +1,31 @@
-"""Transformer, by hand: a small, real encoder-decoder Transformer that shows its shapes."""
+"""Transformer, by hand: a small, real encoder-decoder Transformer that shows its shapes.
 
-from . import cost, viz, widgets
+``wt.viz`` (matplotlib) and ``wt.widgets`` (ipywidgets) load on first use, so ``import walkthrough``
+stays light in a script or a test that draws nothing.
+"""
+
+import importlib
+
+from . import cost
 from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .config import ModelConfig
 from .data import PHRASES, Vocab, chinese_numeral, english_words, numeral_vocabs, pad_batch, phrase_vocabs
 from .embedding import Embedding, PositionalEncoding, sinusoidal_table
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward
+from .loss import sequence_loss
 from .masks import causal_mask, decoder_self_mask, padding_mask, to_blocked
 from .model import Transformer, copy_torch_attention, greedy_decode, greedy_steps, load_torch_transformer
-from .trace import Row, check_shape, format_table, shape_map, show, summarise, trace_shapes
+from .recording import Row
+from .trace import check_shape, format_table, shape_map, show, summarise, trace_shapes
 from .train import (
-                    Trainer,
-                    TrainSettings,
-                    held_out_pairs,
-                    load_checkpoint,
-                    save_checkpoint,
-                    sequence_loss,
-                    teacher_forcing,
-                    translate,
-                    warmup_lr,
+    Trainer,
+    TrainSettings,
+    held_out_pairs,
+    load_checkpoint,
+    save_checkpoint,
+    teacher_forcing,
+    translate,
+    warmup_lr,
 )
 
 __all__ = [
@@ -68,3 +75,12 @@ __all__ = [
                     "warmup_lr",
                     "widgets",
 ]
+
+
+_ON_FIRST_USE = {"viz", "widgets"}
+
+
+def __getattr__(name: str):
+    if name in _ON_FIRST_USE:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'walkthrough' has no attribute {name!r}")

@@ -7,8 +7,8 @@ import math
 import torch
 from torch import nn
 
-from . import trace
 from .masks import check_mask
+from .recording import record
 
 
 def scaled_dot_product_attention(
@@ -22,15 +22,15 @@ def scaled_dot_product_attention(
     number: -inf would turn a fully blocked row into NaN, and -1e9 overflows float16.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # [B, H, L_q, L_k]
-    trace.record("scores Q·Kᵀ/√d_k", scores, "B H L_q L_k", "how well each query matches each key")
+    record("scores Q·Kᵀ/√d_k", scores, "B H L_q L_k", "how well each query matches each key")
     if mask is not None:
         check_mask(mask, scores.shape)
         scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)  # keep where True
     weights = scores.softmax(dim=-1)  # [B, H, L_q, L_k], each row sums to 1
-    trace.record("attention weights", weights, "B H L_q L_k", "softmax over keys: each row sums to 1")
+    record("attention weights", weights, "B H L_q L_k", "softmax over keys: each row sums to 1")
     kept = weights if dropout is None else dropout(weights)
     context = kept @ v  # [B, H, L_q, d_v]
-    trace.record("context = weights·V", context, "B H L_q d_k", "per head, a weighted mix of value vectors")
+    record("context = weights·V", context, "B H L_q d_k", "per head, a weighted mix of value vectors")
     return context, weights
 
 
@@ -59,18 +59,18 @@ class MultiHeadAttention(nn.Module):
         """[B, L, D] -> view [B, L, H, d_k] -> transpose [B, H, L, d_k]: heads become a batch dim."""
         batch, length, _ = x.shape
         x = x.view(batch, length, self.num_heads, self.d_k)  # [B, L, H, d_k]
-        trace.record(f"{name} view", x, "B L H d_k", "the D features cut into H heads of d_k")
+        record(f"{name} view", x, "B L H d_k", "the D features cut into H heads of d_k")
         x = x.transpose(1, 2)  # [B, H, L, d_k]
-        trace.record(f"{name} transpose", x, "B H L d_k", "heads moved next to batch: one matmul for all")
+        record(f"{name} transpose", x, "B H L d_k", "heads moved next to batch: one matmul for all")
         return x
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
         """[B, H, L, d_k] -> transpose [B, L, H, d_k] -> view [B, L, D] (contiguous first: view needs it)."""
         batch, _, length, _ = x.shape
         x = x.transpose(1, 2)  # [B, L, H, d_k]
-        trace.record("context transpose", x, "B L H d_k", "heads back beside each other, per token")
+        record("context transpose", x, "B L H d_k", "heads back beside each other, per token")
         x = x.contiguous().view(batch, length, self.num_heads * self.d_k)  # [B, L, D]
-        trace.record("heads merged", x, "B L D", "H heads of d_k concatenated back to D")
+        record("heads merged", x, "B L D", "H heads of d_k concatenated back to D")
         return x
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -80,14 +80,14 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"query batch {query.size(0)} and key batch {key.size(0)} differ: "
                              f"source and target batches must hold the same sentences")
         q = self.w_q(query)  # [B, L_q, D]
-        trace.record("Q = X·W_q", q, "B L_q D", "queries, one D×D projection for all heads")
+        record("Q = X·W_q", q, "B L_q D", "queries, one D×D projection for all heads")
         k = self.w_k(key)  # [B, L_k, D]
-        trace.record("K = X·W_k", k, "B L_k D", "keys")
+        record("K = X·W_k", k, "B L_k D", "keys")
         v = self.w_v(value)  # [B, L_k, D]
-        trace.record("V = X·W_v", v, "B L_k D", "values")
+        record("V = X·W_v", v, "B L_k D", "values")
         q, k, v = self.split_heads(q, "Q"), self.split_heads(k, "K"), self.split_heads(v, "V")
         context, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)  # [B, H, L_q, d_k]
         self.attn_weights = weights.detach()
         out = self.w_o(self.merge_heads(context))  # [B, L_q, D]
-        trace.record("output W_o", out, "B L_q D", "mixes the heads' results back into D features")
+        record("output W_o", out, "B L_q D", "mixes the heads' results back into D features")
         return out

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from . import trace
+from .recording import record
 
 
 def check_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
@@ -74,9 +74,9 @@ class Embedding(nn.Module):
 
     def forward(self, ids: torch.Tensor, name: str = "ids") -> torch.Tensor:
         check_ids(ids, self.vocab_size, name)
-        trace.record(f"{name} ids", ids, "B L", "token ids, one row per sentence")
+        record(f"{name} ids", ids, "B L", "token ids, one row per sentence")
         x = self.token(ids) * math.sqrt(self.d_model)  # [B, L, D]
-        trace.record("embedding", x, "B L D", "each id looked up in the [V, D] table, times sqrt(D)")
+        record("embedding", x, "B L D", "each id looked up in the [V, D] table, times sqrt(D)")
         x = self.position(x)  # [B, L, D]
-        trace.record("+ positional encoding", x, "B L D", "plus the fixed PE rows 0..L-1: same shape")
+        record("+ positional encoding", x, "B L D", "plus the fixed PE rows 0..L-1: same shape")
         return self.dropout(x)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import trace
 from .attention import MultiHeadAttention
+from .recording import record
 
 
 class FeedForward(nn.Module):
@@ -20,9 +20,9 @@ class FeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = torch.relu(self.linear1(x))  # [B, L, d_ff]
-        trace.record("FFN hidden, ReLU", hidden, "B L d_ff", "each token widened to d_ff features")
+        record("FFN hidden, ReLU", hidden, "B L d_ff", "each token widened to d_ff features")
         out = self.linear2(self.dropout(hidden))  # [B, L, D]
-        trace.record("FFN out", out, "B L D", "back to D features")
+        record("FFN out", out, "B L D", "back to D features")
         return out
 
 
@@ -40,7 +40,7 @@ class AddNorm(nn.Module):
 
     def forward(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
         out = self.norm(x + self.dropout(sublayer_out))  # [B, L, D]
-        trace.record("Add & Norm", out, "B L D", "residual sum, then LayerNorm over each token's D")
+        record("Add & Norm", out, "B L D", "residual sum, then LayerNorm over each token's D")
         return out
 
 

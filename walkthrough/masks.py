@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from . import trace
 from .config import check_positive_int
+from .recording import record
 
 
 def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -22,7 +22,7 @@ def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
         shape = list(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
         raise ValueError(f"ids must be a [B, L] tensor of token ids, got {shape}")
     mask = (ids != pad_id)[:, None, None, :]  # [B, 1, 1, L_k]
-    trace.record("padding mask", mask, "B 1 1 L_k", "True = a real token (may be attended to)")
+    record("padding mask", mask, "B 1 1 L_k", "True = a real token (may be attended to)")
     return mask
 
 
@@ -30,14 +30,14 @@ def causal_mask(length: int, device: torch.device | str | None = None) -> torch.
     """[L, L] lower triangle: position q may attend to positions 0..q, never to later ones."""
     check_positive_int("length", length)
     mask = torch.ones(length, length, dtype=torch.bool, device=device).tril()  # [L_q, L_k]
-    trace.record("causal mask", mask, "L_q L_k", "True on and below the diagonal: no peeking ahead")
+    record("causal mask", mask, "L_q L_k", "True on and below the diagonal: no peeking ahead")
     return mask
 
 
 def decoder_self_mask(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
     """tgt [B, L] -> [B, 1, L, L]: a key is allowed if it is real AND not in the future."""
     mask = padding_mask(tgt, pad_id) & causal_mask(tgt.size(1), device=tgt.device)  # [B, 1, L_q, L_k]
-    trace.record("target self-attention mask", mask, "B 1 L_q L_k", "padding AND causal")
+    record("target self-attention mask", mask, "B 1 L_q L_k", "padding AND causal")
     return mask
 
 

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from . import trace
 from .attention import MultiHeadAttention
 from .config import ModelConfig, check_positive_int
 from .embedding import Embedding
 from .layers import DecoderLayer, EncoderLayer
 from .masks import decoder_self_mask, padding_mask
+from .recording import record
 
 
 class Encoder(nn.Module):
@@ -28,7 +28,7 @@ class Encoder(nn.Module):
         for layer in self.layers:
             x = layer(x, src_mask)  # [B, L_src, D]
         memory = self.norm(x)
-        trace.record("memory (final LayerNorm)", memory, "B L_src D", "the encoder output, read by each decoder layer")
+        record("memory (final LayerNorm)", memory, "B L_src D", "the encoder output, read by each decoder layer")
         return memory
 
 
@@ -46,7 +46,7 @@ class Decoder(nn.Module):
         for layer in self.layers:
             y = layer(y, memory, tgt_mask, src_mask)  # [B, L_tgt, D]
         out = self.norm(y)
-        trace.record("decoder output (final LayerNorm)", out, "B L_tgt D", "one D-vector per target position")
+        record("decoder output (final LayerNorm)", out, "B L_tgt D", "one D-vector per target position")
         return out
 
 
@@ -59,7 +59,7 @@ class Generator(nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         logits = self.proj(h)  # [B, L_tgt, V_tgt]
-        trace.record("logits", logits, "B L_tgt V", "a score for every vocabulary word at every position")
+        record("logits", logits, "B L_tgt V", "a score for every vocabulary word at every position")
         return logits
 
 

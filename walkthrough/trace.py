@@ -18,45 +18,21 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .config import ModelConfig, check_positive_int
+from .loss import sequence_loss
+from .model import Transformer
+from .recording import Recorder, Row, listening
 
 
-@dataclass(frozen=True)
-class Row:
-    """One step: which module (its attribute path in the model), what, the shape and its named dims."""
-
-    where: str
-    step: str
-    shape: tuple[int, ...]
-    dims: str
-    meaning: str
-
-
-class _Recorder:
-    def __init__(self) -> None:
-        self.rows: list[Row] = []
-        self.scopes: list[str] = ["model"]
-
-
-_active: _Recorder | None = None
-
-
-def record(step: str, tensor: torch.Tensor, dims: str, meaning: str) -> None:
-    """Note ``tensor``'s shape under ``step`` if a trace is running; otherwise do nothing."""
-    if _active is None:
-        return
-    if len(dims.split()) != tensor.dim():
-        raise RuntimeError(f"trace step {step!r}: dims {dims!r} do not match shape {list(tensor.shape)}")
-    _active.rows.append(Row(_active.scopes[-1], step, tuple(tensor.shape), dims, meaning))
-
-
-def _push(name: str):
+def _push(recorder: Recorder, name: str):
     def hook(module, args):
-        _active.scopes.append(name)
+        recorder.scopes.append(name)
     return hook
 
 
-def _pop(module, args, output):
-    _active.scopes.pop()
+def _popper(recorder: Recorder):
+    def hook(module, args, output):
+        recorder.scopes.pop()
+    return hook
 
 
 def _check_length(name: str, value, max_len: int) -> None:
@@ -126,8 +102,6 @@ def _rebuild(signature):
 @functools.lru_cache(maxsize=8)
 def _meta_model(cfg):
     """The model on the meta device, kept per config: a slider that moves only batch or lengths reuses it."""
-    from .model import Transformer
-
     with torch.device("meta"):
         return Transformer(cfg).eval()  # eval: dropout's random masks are work with no shape to show
 
@@ -136,32 +110,26 @@ def _meta_model(cfg):
 def trace_shapes(cfg, batch: int = 32, src_len: int = 10, tgt_len: int = 4) -> tuple[Row, ...]:
     """Run ``Transformer(cfg)`` on the meta device for a [batch, src_len] -> [batch, tgt_len] pair and
     return every recorded step, in order, with the loss's label and flattening steps at the end."""
-    from .train import sequence_loss  # train imports the model, which records into this module
-
-    global _active
     if not isinstance(cfg, ModelConfig):
         raise TypeError(f"cfg must be a walkthrough.ModelConfig, got {type(cfg).__name__}")
     check_positive_int("batch", batch)
     _check_length("src_len", src_len, cfg.max_len)
     _check_length("tgt_len", tgt_len, cfg.max_len)
-    if _active is not None:
-        raise RuntimeError("trace_shapes is already running (it is not re-entrant)")
     model = _meta_model(cfg)
     src = torch.zeros(batch, src_len, dtype=torch.long, device="meta")
     tgt = torch.zeros(batch, tgt_len, dtype=torch.long, device="meta")
+    recorder = Recorder()
     handles = []
     for name, module in model.named_modules():
         if name:
-            handles.append(module.register_forward_pre_hook(_push(name)))
-            handles.append(module.register_forward_hook(_pop))
-    _active = _Recorder()
+            handles.append(module.register_forward_pre_hook(_push(recorder, name)))
+            handles.append(module.register_forward_hook(_popper(recorder)))
     try:
-        with torch.inference_mode(), _RepeatedOps():
+        with listening(recorder), torch.inference_mode(), _RepeatedOps():
             logits = model(src, tgt)
             sequence_loss(logits, tgt, cfg.pad_id)
-        return tuple(_active.rows)
+        return tuple(recorder.rows)
     finally:
-        _active = None
         for handle in handles:
             handle.remove()
 

@@ -8,12 +8,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from . import trace
 from .config import ModelConfig
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
+from .loss import sequence_loss
 from .model import Transformer, greedy_decode
 
 
@@ -39,23 +38,6 @@ def make_batch(pairs: list[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab)
     src = pad_batch([src_vocab.encode(chinese_tokens(zh)) for zh, _ in pairs])
     tgt_in, labels = teacher_forcing([tgt_vocab.encode(english_tokens(en)) for _, en in pairs])
     return Batch(src, tgt_in, labels)
-
-
-def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int, smoothing: float = 0.0) -> torch.Tensor:
-    """Cross-entropy of logits [B, L, V] against class ids [B, L], PAD positions ignored.
-
-    Flattened to [B·L, V] vs [B·L] for ``F.cross_entropy``; a one-hot [B, L, V] target is the
-    same loss written out.
-    """
-    if logits.dim() != 3 or labels.shape != logits.shape[:2]:
-        raise ValueError(f"logits must be [B, L, V] and labels [B, L] class ids; got {list(logits.shape)} and "
-                         f"{list(labels.shape)} (labels are ids, not one-hot)")
-    trace.record("labels", labels, "B L_tgt", "the next token's id at each position (not one-hot)")
-    flat_logits = logits.reshape(-1, logits.size(-1))  # [B·L, V]
-    trace.record("logits flattened", flat_logits, "B·L_tgt V", "one row per predicted token, for the loss")
-    flat_labels = labels.reshape(-1)  # [B·L]
-    trace.record("labels flattened", flat_labels, "B·L_tgt", "one class id per row; PAD rows ignored")
-    return F.cross_entropy(flat_logits, flat_labels, ignore_index=pad_id, label_smoothing=smoothing)
 
 
 def warmup_lr(step: int, warmup: int, total: int, peak: float) -> float:

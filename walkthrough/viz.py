@@ -6,31 +6,32 @@ and nothing leaks between cells; a notebook shows it by leaving it as the cell's
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
 
-import matplotlib
 import torch
 from matplotlib import font_manager
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from .embedding import sinusoidal_table
 
 _SYSTEM_CJK_FONTS = ("Noto Sans CJK SC", "WenQuanYi Micro Hei", "Microsoft YaHei", "SimHei", "PingFang SC",
                      "Heiti SC", "Source Han Sans SC")
-_font_ready = False
 
 
+@functools.cache
 def use_cjk_font() -> str | None:
-    """Make Chinese labels render: the font bundled with ``mplfonts`` if installed, else a system one.
+    """The name of a font that draws Chinese: the one bundled with ``mplfonts`` if installed, else a system one.
 
-    Latin text keeps matplotlib's default font; the CJK font is the per-glyph fallback. Runs when
-    this module is imported; warns once (and returns None) when no CJK font is available.
+    Registers the bundled font with matplotlib (once) but changes no global setting: each figure
+    this module draws names the font itself (see ``_cjk``). Warns once, and returns None, when no
+    CJK font is available.
     """
-    global _font_ready
     spec = find_spec("mplfonts")
     if spec is not None and spec.origin:
         bundled = Path(spec.origin).parent / "fonts" / "NotoSansCJKsc-Regular.otf"
@@ -39,16 +40,28 @@ def use_cjk_font() -> str | None:
     installed = {f.name for f in font_manager.fontManager.ttflist}
     name = next((n for n in _SYSTEM_CJK_FONTS if n in installed), None)
     if name is None:
-        if not _font_ready:
-            warnings.warn("no Chinese font found, so Chinese labels will show as boxes: "
-                          "pip install mplfonts (or install fonts-noto-cjk)", stacklevel=2)
-    elif not _font_ready:
-        matplotlib.rcParams["font.family"] = ["DejaVu Sans", name]  # named fonts: glyph fallback needs a list
-    _font_ready = True
+        warnings.warn("no Chinese font found, so Chinese labels will show as boxes: "
+                      "pip install mplfonts (or install fonts-noto-cjk)", stacklevel=2)
     return name
 
 
-use_cjk_font()  # at import: a label's font is fixed when its figure is made, even one made outside this module
+def _cjk(draw):
+    """Give every text of the figure ``draw`` returns a CJK fallback font: that figure only, no global setting.
+
+    Tick labels are made when the figure is drawn, so their font goes through ``tick_params``.
+    """
+    @functools.wraps(draw)
+    def wrapper(*args, **kwargs):
+        figure = draw(*args, **kwargs)
+        name = use_cjk_font()
+        if name is not None:
+            family = ["DejaVu Sans", name]  # a list: each glyph comes from the first font that has it
+            for text in figure.findobj(Text):
+                text.set_fontfamily(family)
+            for ax in figure.axes:
+                ax.tick_params(labelfontfamily=family)
+        return figure
+    return wrapper
 
 
 def _as_numpy(matrix):
@@ -60,6 +73,7 @@ def _as_numpy(matrix):
     return matrix
 
 
+@_cjk
 def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | None = None, title: str = "",
             ax=None, cmap: str = "viridis", annotate: bool = False, fmt: str = "{:.2f}", xlabel: str = "",
             ylabel: str = "", vmin: float | None = None, vmax: float | None = None):
@@ -93,6 +107,7 @@ def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | Non
     return ax.figure
 
 
+@_cjk
 def attention_heads(weights: torch.Tensor, query_tokens: Sequence[str], key_tokens: Sequence[str],
                     title: str = "attention weights", columns: int = 4) -> Figure:
     """weights [H, L_q, L_k] -> one heatmap per head, queries down, keys across."""
@@ -112,6 +127,7 @@ def attention_heads(weights: torch.Tensor, query_tokens: Sequence[str], key_toke
     return fig
 
 
+@_cjk
 def mask_figure(masks: dict[str, torch.Tensor], tokens: Sequence[str],
                 key_tokens: Sequence[str] | None = None) -> Figure:
     """Several [L_q, L_k] masks side by side, each cell printed as 1/0 so the convention is explicit."""
@@ -122,6 +138,7 @@ def mask_figure(masks: dict[str, torch.Tensor], tokens: Sequence[str],
     return fig
 
 
+@_cjk
 def pe_figure(length: int, d_model: int) -> Figure:
     """The PE table [length, d_model] as a heatmap, and four of its sine columns (from 0 to D/2) as curves."""
     curves = sorted({2 * (d_model * share // 16) for share in (0, 1, 2, 4)})
@@ -139,6 +156,7 @@ def pe_figure(length: int, d_model: int) -> Figure:
     return fig
 
 
+@_cjk
 def curve_figure(series: dict[str, Sequence[float]], xlabel: str = "step", title: str = "",
                  logy: bool = False) -> Figure:
     """One line per named series (loss, learning rate, ...), each in its own panel."""
@@ -154,6 +172,7 @@ def curve_figure(series: dict[str, Sequence[float]], xlabel: str = "step", title
     return fig
 
 
+@_cjk
 def lines_figure(x: Sequence[float], series: dict[str, Sequence[float]], xlabel: str, ylabel: str,
                  title: str = "", log: bool = False) -> Figure:
     """Several named series over the same x, on one set of axes (log-log when ``log``)."""
@@ -171,6 +190,7 @@ def lines_figure(x: Sequence[float], series: dict[str, Sequence[float]], xlabel:
     return fig
 
 
+@_cjk
 def bar_figure(labels: Sequence[str], values: Sequence[float], title: str = "", ax=None):
     """Horizontal bars, largest on top: the top candidates of one decoding step."""
     if ax is None:

@@ -1,0 +1,29 @@
+"""The training loss: cross-entropy on class ids, PAD ignored, optional label smoothing."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .recording import record
+
+
+def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int, smoothing: float = 0.0) -> torch.Tensor:
+    """Cross-entropy of logits [B, L, V] against class ids [B, L], PAD positions ignored.
+
+    Flattened here to [B·L, V] vs [B·L] so each predicted token is one row; ``F.cross_entropy`` would
+    also take [B, V, L]. A one-hot [B, L, V] target is the same loss written out.
+    """
+    if not isinstance(logits, torch.Tensor) or not isinstance(labels, torch.Tensor):
+        raise TypeError("logits and labels must be tensors: logits [B, L, V] floats, labels [B, L] class ids")
+    if logits.dim() != 3 or labels.shape != logits.shape[:2]:
+        raise ValueError(f"logits must be [B, L, V] and labels [B, L] class ids; got {list(logits.shape)} and "
+                         f"{list(labels.shape)} (labels are ids, not one-hot)")
+    if not 0 <= smoothing < 1:
+        raise ValueError(f"smoothing must be in [0, 1) (0.1 is usual), got {smoothing}")
+    record("labels", labels, "B L_tgt", "the next token's id at each position (not one-hot)")
+    flat_logits = logits.reshape(-1, logits.size(-1))  # [B·L, V]
+    record("logits flattened", flat_logits, "B·L_tgt V", "one row per predicted token, for the loss")
+    flat_labels = labels.reshape(-1)  # [B·L]
+    record("labels flattened", flat_labels, "B·L_tgt", "one class id per row; PAD rows ignored")
+    return F.cross_entropy(flat_logits, flat_labels, ignore_index=pad_id, label_smoothing=smoothing)
