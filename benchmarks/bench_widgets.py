@@ -1,0 +1,105 @@
+"""How long a class waits after moving a slider: kernel side, from the new value to the new output.
+
+For every explorer in ``walkthrough.widgets`` (every ``*_explorer`` function, so explorers added
+later are measured too) at its default sizes, each control is moved to a few values across its range
+and back; one move is timed from setting the value to the output area holding the new output (the
+figure already encoded as PNG), which is what the kernel does before sending it to the browser.
+Prints, per explorer, the median and max wall time, and the max CPU time of this process (less
+sensitive to other processes on a shared machine), then the worst max last. Target: every max
+under 200 ms on 2 quiet cores.
+
+    .venv/bin/python benchmarks/bench_widgets.py [--moves 4] [--only mask,cross]
+
+The machine's load average is printed before and after: a number measured under load says so.
+"""
+
+import argparse
+import inspect
+import os
+import statistics
+import time
+
+import ipywidgets
+
+import walkthrough as wt
+from walkthrough import widgets
+
+
+def explorer_factories(trainer) -> dict[str, object]:
+    """Every explorer, by name; those that need a trained model get a small untrained trainer."""
+    factories = {}
+    for name, make in vars(widgets).items():
+        if not name.endswith("_explorer") or not inspect.isfunction(make) or name.startswith("_"):
+            continue
+        needs = [p for p in inspect.signature(make).parameters.values() if p.default is p.empty]
+        if not needs:
+            factories[name] = make
+        elif [p.name for p in needs] == ["trainer"]:
+            factories[name] = lambda make=make: make(trainer)
+        else:
+            print(f"(skipped {name}: needs {[p.name for p in needs]})")
+    return factories
+
+
+def controls(explorer) -> list[ipywidgets.ValueWidget]:
+    """The explorer's sliders and number boxes, found by walking its widget tree."""
+    found, todo = [], [explorer]
+    while todo:
+        w = todo.pop(0)
+        if isinstance(w, (ipywidgets.IntSlider, ipywidgets.FloatSlider, ipywidgets.BoundedIntText,
+                          ipywidgets.IntText, ipywidgets.Dropdown)):
+            found.append(w)
+        todo.extend(getattr(w, "children", ()))
+    return found
+
+
+def targets(control, moves: int) -> list:
+    """``moves`` values spread over the control's range (the largest sizes included), then the default."""
+    if isinstance(control, ipywidgets.Dropdown):
+        values = [v for _, v in control.options] if isinstance(control.options[0], tuple) else list(control.options)
+        return [v for v in values if v != control.value][:moves] + [control.value]
+    low, high, step = control.min, control.max, getattr(control, "step", 1) or 1
+    spread = [low + (high - low) * k // max(moves - 1, 1) for k in range(moves)]
+    snapped = [min(high, low + round((v - low) / step) * step) for v in spread]
+    return [v for v in snapped if v != control.value] + [control.value]
+
+
+def time_moves(explorer, moves: int) -> tuple[list[float], list[float], int]:
+    """Wall and CPU seconds of each move; also how many moves ended in a message instead of output."""
+    walls, cpus, messages = [], [], 0
+    out = widgets.output_of(explorer) if hasattr(widgets, "output_of") else explorer.children[-1]
+    for control in controls(explorer):
+        for value in targets(control, moves):
+            wall, cpu = time.perf_counter(), time.process_time()
+            control.value = value
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+            messages += any("⚠" in o.get("data", {}).get("text/plain", "") for o in out.outputs)
+    return walls, cpus, messages
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--moves", type=int, default=4, help="values per control (plus the move back)")
+    parser.add_argument("--only", default="", help="comma-separated name parts, e.g. mask,cross")
+    args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
+    trainer = wt.Trainer(wt.TrainSettings())
+    factories = explorer_factories(trainer)
+    if args.only:
+        factories = {n: f for n, f in factories.items() if any(part in n for part in args.only.split(","))}
+    print(f"{'explorer':24} {'moves':>5} {'median ms':>10} {'max ms':>8} {'max cpu ms':>11}  messages")
+    worst = ("", 0.0)
+    for name, make in factories.items():
+        explorer = make()  # the first render (imports, fonts) happens here, before a student moves anything
+        walls, cpus, messages = time_moves(explorer, args.moves)
+        median, peak = statistics.median(walls) * 1e3, max(walls) * 1e3
+        print(f"{name:24} {len(walls):5d} {median:10.0f} {peak:8.0f} {max(cpus) * 1e3:11.0f}  {messages}")
+        if peak > worst[1]:
+            worst = (name, peak)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    print(f"worst max: {worst[1]:.0f} ms ({worst[0]}); target < 200 ms")
+
+
+if __name__ == "__main__":
+    main()
