@@ -37,7 +37,7 @@ def test_encode_rejects_bad_ids(model, src, error, message):
 
 
 def test_batch_mismatch_is_named(model):
-    with pytest.raises(ValueError, match="src has 2 sentences but tgt has 3"):
+    with pytest.raises(ValueError, match="batch sizes differ: src has 2, tgt has 3"):
         model(torch.ones(2, 4, dtype=torch.long), torch.ones(3, 2, dtype=torch.long))
     memory = model.encode(torch.ones(2, 4, dtype=torch.long))
     with pytest.raises(ValueError, match="batch sizes differ"):

@@ -7,14 +7,23 @@ stays light in a script or a test that draws nothing.
 import importlib
 
 from . import cost
-from .attention import MultiHeadAttention, scaled_dot_product_attention
-from .config import ModelConfig
+from .attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
+from .config import GPTConfig, ModelConfig
 from .data import PHRASES, Vocab, chinese_numeral, english_words, numeral_vocabs, pad_batch, phrase_vocabs
-from .embedding import Embedding, PositionalEncoding, sinusoidal_table
+from .embedding import Embedding, PositionalEncoding, apply_rope, sinusoidal_table
+from .gpt import GPT, greedy_generate
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward
 from .loss import sequence_loss
 from .masks import causal_mask, decoder_self_mask, padding_mask, to_blocked
-from .model import Transformer, copy_torch_attention, greedy_decode, greedy_steps, load_torch_transformer
+from .model import (
+    DecodingCache,
+    OutputHead,
+    Transformer,
+    copy_torch_attention,
+    greedy_decode,
+    greedy_steps,
+    load_torch_transformer,
+)
 from .recording import Row
 from .trace import check_shape, format_table, shape_map, show, summarise, trace_shapes
 from .train import (
@@ -29,51 +38,58 @@ from .train import (
 )
 
 __all__ = [
-                    "PHRASES",
-                    "AddNorm",
-                    "DecoderLayer",
-                    "Embedding",
-                    "EncoderLayer",
-                    "FeedForward",
-                    "ModelConfig",
-                    "MultiHeadAttention",
-                    "PositionalEncoding",
-                    "Row",
-                    "TrainSettings",
-                    "Trainer",
-                    "Transformer",
-                    "Vocab",
-                    "causal_mask",
-                    "check_shape",
-                    "chinese_numeral",
-                    "copy_torch_attention",
-                    "cost",
-                    "decoder_self_mask",
-                    "english_words",
-                    "format_table",
-                    "greedy_decode",
-                    "greedy_steps",
-                    "held_out_pairs",
-                    "load_checkpoint",
-                    "load_torch_transformer",
-                    "numeral_vocabs",
-                    "pad_batch",
-                    "padding_mask",
-                    "phrase_vocabs",
-                    "save_checkpoint",
-                    "scaled_dot_product_attention",
-                    "sequence_loss",
-                    "shape_map",
-                    "show",
-                    "sinusoidal_table",
-                    "summarise",
-                    "teacher_forcing",
-                    "to_blocked",
-                    "trace_shapes",
-                    "translate",
-                    "viz",
-                    "warmup_lr",
-                    "widgets",
+    "GPT",
+    "PHRASES",
+    "AddNorm",
+    "DecoderLayer",
+    "DecodingCache",
+    "Embedding",
+    "EncoderLayer",
+    "FeedForward",
+    "GPTConfig",
+    "KVCache",
+    "ModelConfig",
+    "MultiHeadAttention",
+    "OutputHead",
+    "PositionalEncoding",
+    "Row",
+    "TrainSettings",
+    "Trainer",
+    "Transformer",
+    "Vocab",
+    "apply_rope",
+    "causal_mask",
+    "check_shape",
+    "chinese_numeral",
+    "copy_torch_attention",
+    "cost",
+    "decoder_self_mask",
+    "english_words",
+    "format_table",
+    "greedy_decode",
+    "greedy_generate",
+    "greedy_steps",
+    "held_out_pairs",
+    "load_checkpoint",
+    "load_torch_transformer",
+    "numeral_vocabs",
+    "pad_batch",
+    "padding_mask",
+    "phrase_vocabs",
+    "save_checkpoint",
+    "scaled_dot_product_attention",
+    "sequence_loss",
+    "shape_map",
+    "show",
+    "sinusoidal_table",
+    "summarise",
+    "teacher_forcing",
+    "to_blocked",
+    "trace_shapes",
+    "translate",
+    "viz",
+    "warmup_lr",
+    "widgets",
 ]
 
 

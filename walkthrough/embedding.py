@@ -11,22 +11,34 @@ from .recording import record
 
 
 def check_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
-    """Reject anything that is not a [B, L] tensor of integer ids in [0, vocab_size)."""
+    """Reject anything that is not a [B, L] tensor (L >= 1) of integer ids in [0, vocab_size)."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a torch tensor of token ids, got {type(ids).__name__}; use torch.tensor(...)")
-    if ids.is_floating_point() or ids.dtype == torch.bool or ids.is_complex():
-        raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype}; convert with {name}.long()")
+    if ids.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"{name} must hold integer token ids (int64), got dtype {ids.dtype}; "
+                        f"convert with {name}.long()")
     if ids.dim() != 2:
         raise ValueError(
             f"{name} must have 2 dims [B, L] (batch, length), got shape {list(ids.shape)}; "
             f"for one sentence use {name}.unsqueeze(0)"
         )
-    if ids.numel() and ids.device.type != "meta":
+    if ids.size(0) == 0 or ids.size(1) == 0:
+        raise ValueError(f"{name} is empty (shape {list(ids.shape)}): give at least one sentence of at least one "
+                         f"token (a target starts with <sos>)")
+    if ids.device.type != "meta":
         low, high = int(ids.min()), int(ids.max())
         if low < 0 or high >= vocab_size:
             bad = low if low < 0 else high
             raise ValueError(f"{name} holds token id {bad}, outside the vocabulary [0, {vocab_size}); "
                              f"check the tokeniser or raise the vocab size")
+
+
+def check_positions(length: int, offset: int, max_len: int) -> None:
+    """Positions offset .. offset+length-1 must exist in a table of max_len rows."""
+    if offset + length > max_len:
+        what = f"positions {offset}..{offset + length - 1} go past" if offset else \
+            f"sequence length {length} is longer than"
+        raise ValueError(f"{what} max_len={max_len}; raise max_len in the config or shorten the input")
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
@@ -46,37 +58,65 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)  # [max_len, D]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """x [B, L, D] holding positions offset..offset+L-1 -> x + PE rows of those positions."""
         length = x.size(1)
-        if length > self.pe.size(0):
-            raise ValueError(f"sequence length {length} is longer than max_len={self.pe.size(0)}; "
-                             f"raise max_len in ModelConfig or shorten the input")
-        return x + self.pe[:length].to(x.dtype)  # [B, L, D] + [L, D] broadcasts over B
+        check_positions(length, offset, self.pe.size(0))
+        return x + self.pe[offset:offset + length].to(x.dtype)  # [B, L, D] + [L, D] broadcasts over B
 
 
 class Embedding(nn.Module):
     """ids [B, L] -> token vectors scaled by sqrt(d_model), plus PE, then dropout: [B, L, D].
 
     The scale is sqrt(d_model), as in the paper, so the learned vectors and the PE (values in [-1, 1])
-    start at comparable sizes. (One seed scales by sqrt of the last dim of the ids, i.e. sqrt(L).)
+    start at comparable sizes. (One source article scales by sqrt of the last dim of the ids, i.e. sqrt(L).)
+    ``add_positions=False`` leaves positions to attention (rotary positions, notebook 09).
     """
 
-    def __init__(self, vocab_size: int, d_model: int, max_len: int, dropout: float):
+    def __init__(self, vocab_size: int, d_model: int, max_len: int, dropout: float, add_positions: bool = True):
         super().__init__()
         self.vocab_size = vocab_size
         self.d_model = d_model
+        self.max_len = max_len
         self.token = nn.Embedding(vocab_size, d_model)  # the learned table [V, D]
-        # Entries start at std 1/sqrt(D), as the paper's weights shared with the output layer do:
+        # Entries start at std 1/sqrt(D) (the scale of a weight shared with a D-input output layer):
         # times sqrt(D) that is std 1, the same order as PE's values.
         nn.init.normal_(self.token.weight, std=d_model ** -0.5)
-        self.position = PositionalEncoding(d_model, max_len)
+        self.position = PositionalEncoding(d_model, max_len) if add_positions else None
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, ids: torch.Tensor, name: str = "ids") -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, name: str = "ids", offset: int = 0) -> torch.Tensor:
+        """ids [B, L] at positions offset..offset+L-1 (offset > 0 when decoding with a cache) -> [B, L, D]."""
         check_ids(ids, self.vocab_size, name)
+        check_positions(ids.size(1), offset, self.max_len)
         record(f"{name} ids", ids, "B L", "token ids, one row per sentence")
         x = self.token(ids) * math.sqrt(self.d_model)  # [B, L, D]
         record("embedding", x, "B L D", "each id looked up in the [V, D] table, times sqrt(D)")
-        x = self.position(x)  # [B, L, D]
-        record("+ positional encoding", x, "B L D", "plus the fixed PE rows 0..L-1: same shape")
+        if self.position is not None:
+            x = self.position(x, offset)  # [B, L, D]
+            record("+ positional encoding", x, "B L D", "plus the fixed PE rows 0..L-1: same shape")
         return self.dropout(x)
+
+
+def rope_angles(length: int, d_k: int, offset: int = 0, device=None) -> torch.Tensor:
+    """[L, d_k/2]: angle pos · 10000^(-2i/d_k) for positions offset..offset+L-1 and feature pairs i."""
+    position = torch.arange(offset, offset + length, dtype=torch.float32, device=device)  # [L]
+    frequency = 10000.0 ** (-torch.arange(0, d_k, 2, dtype=torch.float32, device=device) / d_k)  # [d_k/2]
+    return torch.outer(position, frequency)
+
+
+def apply_rope(x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    """Rotary positions (RoFormer): rotate each feature pair (2i, 2i+1) of x [B, H, L, d_k] by its angle.
+
+    Position m turns pair i by m·θ_i, so a query at m and a key at n meet at angle (m - n)·θ_i: their
+    score depends on the distance m - n alone. Nothing is added to the token vectors.
+    """
+    d_k = x.size(-1)
+    if d_k % 2:
+        raise ValueError(f"rotary positions rotate features in pairs, so d_k must be even, got d_k={d_k}; "
+                         f"change d_model or num_heads")
+    angles = rope_angles(x.size(-2), d_k, offset, x.device)  # [L, d_k/2]
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]  # [B, H, L, d_k/2] each: the two coordinates of every pair
+    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # [B, H, L, d_k/2, 2]
+    return rotated.flatten(-2)  # [B, H, L, d_k], pairs back in place

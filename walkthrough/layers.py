@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .attention import KVCache, MultiHeadAttention
 from .recording import record
 
 
@@ -60,22 +62,51 @@ class EncoderLayer(nn.Module):
         return self.add_norm2(x, self.feed_forward(x))
 
 
-class DecoderLayer(nn.Module):
-    """Masked self-attention, cross-attention to the encoder's memory, then the FFN."""
+@dataclass
+class DecoderLayerCache:
+    """One decoder layer's caches: self-attention K/V grow by a position per step; cross-attention K/V stay."""
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float):
+    self_attn: KVCache = field(default_factory=lambda: KVCache(grows=True))
+    cross_attn: KVCache = field(default_factory=lambda: KVCache(grows=False))
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention to the encoder's memory, then the FFN.
+
+    Without cross-attention (``cross_attention=False``) it is a GPT block: masked self-attention and
+    the FFN. ``norm_first`` puts each LayerNorm before its sublayer (pre-norm, as current GPTs) instead
+    of after the residual sum (post-norm, the paper). ``num_kv_heads`` and ``rope`` go to self-attention.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float, *, cross_attention: bool = True,
+                 norm_first: bool = False, num_kv_heads: int | None = None, rope: bool = False):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, num_kv_heads, rope)
         self.add_norm1 = AddNorm(d_model, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.add_norm2 = AddNorm(d_model, dropout)
+        if cross_attention:
+            self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
+            self.add_norm2 = AddNorm(d_model, dropout)
+        else:
+            self.cross_attn = self.add_norm2 = None
         self.feed_forward = FeedForward(d_model, d_ff, dropout)
         self.add_norm3 = AddNorm(d_model, dropout)
 
-    def forward(self, y: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor,
-                src_mask: torch.Tensor) -> torch.Tensor:
-        """y [B, L_tgt, D], memory [B, L_src, D], tgt_mask [B, 1, L_tgt, L_tgt],
-        src_mask [B, 1, 1, L_src] -> [B, L_tgt, D]."""
-        y = self.add_norm1(y, self.self_attn(y, y, y, tgt_mask))
-        y = self.add_norm2(y, self.cross_attn(y, memory, memory, src_mask))  # Q from y, K and V from memory
-        return self.add_norm3(y, self.feed_forward(y))
+    def residual(self, x: torch.Tensor, add_norm: AddNorm, sublayer) -> torch.Tensor:
+        """Post-norm: LayerNorm(x + sublayer(x)). Pre-norm: x + sublayer(LayerNorm(x)), the sum never normalised."""
+        if not self.norm_first:
+            return add_norm(x, sublayer(x))
+        out = x + add_norm.dropout(sublayer(add_norm.norm(x)))  # [B, L, D]
+        record("LayerNorm, sublayer, Add", out, "B L D", "pre-norm: the residual path is left untouched")
+        return out
+
+    def forward(self, y: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor,
+                src_mask: torch.Tensor | None = None, cache: DecoderLayerCache | None = None) -> torch.Tensor:
+        """y [B, L_tgt, D], memory [B, L_src, D] (None without cross-attention), tgt_mask [B, 1, L_tgt, L_k],
+        src_mask [B, 1, 1, L_src] -> [B, L_tgt, D]. With a ``cache``, y holds only the new positions."""
+        self_cache, cross_cache = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
+        y = self.residual(y, self.add_norm1, lambda x: self.self_attn(x, x, x, tgt_mask, self_cache))
+        if self.cross_attn is not None:
+            # Q from y, K and V from the memory
+            y = self.residual(y, self.add_norm2, lambda x: self.cross_attn(x, memory, memory, src_mask, cross_cache))
+        return self.residual(y, self.add_norm3, self.feed_forward)

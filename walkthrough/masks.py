@@ -34,9 +34,17 @@ def causal_mask(length: int, device: torch.device | str | None = None) -> torch.
     return mask
 
 
-def decoder_self_mask(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
-    """tgt [B, L] -> [B, 1, L, L]: a key is allowed if it is real AND not in the future."""
-    mask = padding_mask(tgt, pad_id) & causal_mask(tgt.size(1), device=tgt.device)  # [B, 1, L_q, L_k]
+def decoder_self_mask(tgt: torch.Tensor, pad_id: int, new_positions: int | None = None) -> torch.Tensor:
+    """tgt [B, L] -> [B, 1, L, L]: a key is allowed if it is real AND not in the future.
+
+    ``new_positions=n`` (decoding with a cache: tgt holds every id so far, only the last n ask):
+    -> [B, 1, n, L]. For n = 1 the causal part is all True: the newest position's past is everything.
+    """
+    length = tgt.size(1)
+    causal = causal_mask(length, device=tgt.device)  # [L_q, L_k]
+    if new_positions is not None:
+        causal = causal[length - new_positions:]  # the last n query rows
+    mask = padding_mask(tgt, pad_id) & causal  # [B, 1, L_q, L_k]
     record("target self-attention mask", mask, "B 1 L_q L_k", "padding AND causal")
     return mask
 

@@ -1,4 +1,4 @@
-"""The encoder-decoder Transformer: stacks, output head, greedy decoding, and weight import from PyTorch."""
+"""The encoder-decoder Transformer: stacks, output head, the decoding cache, greedy decoding, PyTorch weights."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import torch
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .config import ModelConfig, check_positive_int
+from .config import ModelConfig, check_fits_in_memory, check_positive_int, check_same_batch, check_token_id
 from .embedding import Embedding
-from .layers import DecoderLayer, EncoderLayer
+from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer
 from .masks import decoder_self_mask, padding_mask
 from .recording import record
 
@@ -25,6 +25,7 @@ class Encoder(nn.Module):
         self.norm = nn.LayerNorm(cfg.d_model)
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """x [B, L_src, D], src_mask [B, 1, 1, L_src] -> memory [B, L_src, D]."""
         for layer in self.layers:
             x = layer(x, src_mask)  # [B, L_src, D]
         memory = self.norm(x)
@@ -33,25 +34,25 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """N decoder layers, then a final LayerNorm."""
+    """A stack of decoder layers, then a final LayerNorm. The GPT uses it with layers that have no cross-attention."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, layers: list[DecoderLayer], d_model: int):
         super().__init__()
-        self.layers = nn.ModuleList(
-            DecoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout) for _ in range(cfg.num_layers))
-        self.norm = nn.LayerNorm(cfg.d_model)
+        self.layers = nn.ModuleList(layers)
+        self.norm = nn.LayerNorm(d_model)
 
-    def forward(self, y: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor,
-                src_mask: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            y = layer(y, memory, tgt_mask, src_mask)  # [B, L_tgt, D]
+    def forward(self, y: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor,
+                src_mask: torch.Tensor | None = None, cache: DecodingCache | None = None) -> torch.Tensor:
+        """y [B, L_tgt, D], memory [B, L_src, D] or None, masks as in ``DecoderLayer`` -> [B, L_tgt, D]."""
+        for i, layer in enumerate(self.layers):
+            y = layer(y, memory, tgt_mask, src_mask, None if cache is None else cache.layers[i])  # [B, L_tgt, D]
         out = self.norm(y)
         record("decoder output (final LayerNorm)", out, "B L_tgt D", "one D-vector per target position")
         return out
 
 
-class Generator(nn.Module):
-    """Output head: [B, L_tgt, D] -> logits over the target vocabulary [B, L_tgt, V_tgt]."""
+class OutputHead(nn.Module):
+    """The output head: [B, L_tgt, D] -> logits over the target vocabulary [B, L_tgt, V_tgt]."""
 
     def __init__(self, d_model: int, vocab_size: int):
         super().__init__()
@@ -63,6 +64,49 @@ class Generator(nn.Module):
         return logits
 
 
+class DecodingCache:
+    """What incremental decoding keeps between steps, for one model and one batch.
+
+    ``ids`` [B, t]: every token fed so far (for the padding mask); ``layers``: per decoder layer, the
+    self-attention K/V (growing) and the cross-attention K/V (fixed). ``source``: the source ids the
+    cross-attention K/V came from, so a cache is never used with another source.
+    """
+
+    def __init__(self, model: nn.Module, batch: int, source: torch.Tensor | None = None):
+        self.model = model
+        self.batch = batch
+        self.source = source
+        self.ids: torch.Tensor | None = None
+        self.layers = [DecoderLayerCache() for _ in model.decoder.layers]
+
+    def __len__(self) -> int:
+        return 0 if self.ids is None else self.ids.size(1)
+
+    def check(self, model: nn.Module, new_ids: torch.Tensor, source: torch.Tensor | None = None) -> None:
+        """Refuse a cache from another model, another batch or another source: it would give silent nonsense."""
+        if self.model is not model:
+            raise ValueError("this cache was made by another model: start one with this model's new_cache(...)")
+        if new_ids.size(0) != self.batch:
+            raise ValueError(f"the cache was made for a batch of {self.batch} but the new tokens have "
+                             f"{new_ids.size(0)} rows: start a new cache for each batch")
+        if self.source is not None and (source is None or source.shape != self.source.shape
+                                        or not torch.equal(source, self.source)):
+            raise ValueError("the source changed since this cache was made: its cross-attention keys and values "
+                             "belong to the old source; start a new cache with model.new_cache(src)")
+
+    def append(self, new_ids: torch.Tensor) -> torch.Tensor:
+        """Add the new tokens [B, n] to those seen; returns every id so far [B, t + n]."""
+        self.ids = new_ids if self.ids is None else torch.cat([self.ids, new_ids], dim=1)
+        return self.ids
+
+
+def _parameter_estimate(cfg: ModelConfig) -> int:
+    """Weights of the encoder-decoder, to refuse one that cannot fit before allocating it (biases left out)."""
+    d, f = cfg.d_model, cfg.d_ff
+    embeddings = cfg.src_vocab_size * d + (0 if cfg.share_embeddings else 2 * cfg.tgt_vocab_size * d)
+    return embeddings + cfg.num_layers * (4 * d * d + 2 * d * f) + cfg.num_layers * (8 * d * d + 2 * d * f)
+
+
 class Transformer(nn.Module):
     """src ids [B, L_src], tgt ids [B, L_tgt] -> logits [B, L_tgt, V_tgt]."""
 
@@ -70,55 +114,89 @@ class Transformer(nn.Module):
         super().__init__()
         if not isinstance(cfg, ModelConfig):
             raise TypeError(f"cfg must be a walkthrough.ModelConfig, got {type(cfg).__name__}")
+        if torch.empty(0).device.type != "meta":  # on the meta device nothing is allocated: any size is fine
+            check_fits_in_memory(_parameter_estimate(cfg), 2 * cfg.max_len * cfg.d_model, "this Transformer")
         self.cfg = cfg
         self.src_embed = Embedding(cfg.src_vocab_size, cfg.d_model, cfg.max_len, cfg.dropout)
         self.tgt_embed = Embedding(cfg.tgt_vocab_size, cfg.d_model, cfg.max_len, cfg.dropout)
         self.encoder = Encoder(cfg)
-        self.decoder = Decoder(cfg)
-        self.generator = Generator(cfg.d_model, cfg.tgt_vocab_size)
+        self.decoder = Decoder([DecoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout)
+                                for _ in range(cfg.num_layers)], cfg.d_model)
+        self.generator = OutputHead(cfg.d_model, cfg.tgt_vocab_size)
+        if cfg.share_embeddings:  # paper §3.4: one [V, D] matrix, three uses
+            self.tgt_embed.token.weight = self.src_embed.token.weight
+            self.generator.proj.weight = self.src_embed.token.weight
 
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """src [B, L_src] -> memory [B, L_src, D]."""
         x = self.src_embed(src, "src")
         return self.encoder(x, padding_mask(src, self.cfg.pad_id))
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
-        """tgt [B, L_tgt], memory [B, L_src, D], src [B, L_src] (for its padding) -> [B, L_tgt, D]."""
-        y = self.tgt_embed(tgt, "tgt")
-        if not (tgt.size(0) == memory.size(0) == src.size(0)):
-            raise ValueError(f"batch sizes differ: tgt has {tgt.size(0)} rows, memory {memory.size(0)}, "
-                             f"src {src.size(0)}; pair each source sentence with one target sentence")
+    def new_cache(self, src: torch.Tensor) -> DecodingCache:
+        """An empty cache for decoding the batch ``src`` [B, L_src] one token at a time."""
+        return DecodingCache(self, src.size(0), src)
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
+               cache: DecodingCache | None = None) -> torch.Tensor:
+        """tgt [B, L_tgt], memory [B, L_src, D], src [B, L_src] (for its padding) -> [B, L_tgt, D].
+
+        With a ``cache`` (from ``new_cache(src)``), tgt holds only the new positions, which sit after the
+        ``len(cache)`` already decoded: their embeddings get those positions' PE rows.
+        """
+        offset = 0 if cache is None else len(cache)
+        y = self.tgt_embed(tgt, "tgt", offset)
+        check_same_batch(tgt=tgt, memory=memory, src=src)
         if memory.shape[1:] != (src.size(1), self.cfg.d_model):
             raise ValueError(f"memory must be [B, L_src, D] = [B, {src.size(1)}, {self.cfg.d_model}], "
                              f"got {list(memory.shape)}; pass model.encode(src)")
-        return self.decoder(y, memory, decoder_self_mask(tgt, self.cfg.pad_id), padding_mask(src, self.cfg.pad_id))
+        if cache is None:
+            tgt_mask = decoder_self_mask(tgt, self.cfg.pad_id)  # [B, 1, L_tgt, L_tgt]
+        else:
+            if not isinstance(cache, DecodingCache):
+                raise TypeError(f"cache must come from model.new_cache(src), got {type(cache).__name__}")
+            cache.check(self, tgt, src)
+            tgt_mask = decoder_self_mask(cache.append(tgt), self.cfg.pad_id, tgt.size(1))  # [B, 1, n, t]
+        return self.decoder(y, memory, tgt_mask, padding_mask(src, self.cfg.pad_id), cache)
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         """src [B, L_src], tgt [B, L_tgt] -> logits [B, L_tgt, V_tgt]."""
-        if isinstance(src, torch.Tensor) and isinstance(tgt, torch.Tensor) and src.dim() == tgt.dim() == 2 \
-                and src.size(0) != tgt.size(0):
-            raise ValueError(f"src has {src.size(0)} sentences but tgt has {tgt.size(0)}; "
-                             f"they must be the same batch")
+        if isinstance(src, torch.Tensor) and isinstance(tgt, torch.Tensor) and src.dim() == tgt.dim() == 2:
+            check_same_batch(src=src, tgt=tgt)
         return self.generator(self.decode(tgt, self.encode(src), src))
 
 
+def check_decoding_ids(model: nn.Module, vocab_size: int, max_len: int, **ids) -> None:
+    """max_len new tokens must fit the model's positions; start/end ids must be tokens of its vocabulary."""
+    check_positive_int("max_len", max_len)
+    if max_len > model.cfg.max_len:
+        raise ValueError(f"max_len={max_len} new tokens need positions up to {max_len - 1}, but the model has "
+                         f"max_len={model.cfg.max_len}: decode fewer tokens")
+    for name, value in ids.items():
+        if value is not None:
+            check_token_id(name, value, vocab_size)
+
+
 @torch.no_grad()
-def greedy_steps(model: Transformer, src: torch.Tensor, max_len: int, sos_id: int,
-                 eos_id: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def greedy_steps(model: Transformer, src: torch.Tensor, max_len: int, sos_id: int, eos_id: int,
+                 use_cache: bool = True) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Decode one position at a time, yielding (prefix [B, t+1], probabilities [B, V_tgt]) per step.
 
     The prefix grows [B, 1] -> [B, 2] -> ...; rows that produced ``eos`` are padded from then on.
-    Stops when every row has finished or after ``max_len`` new tokens.
+    Stops when every row has finished or after ``max_len`` new tokens. ``use_cache``: feed only the
+    newest token and reuse the keys and values of earlier steps (same result); False re-runs the
+    decoder on the whole prefix at every step.
     """
-    check_positive_int("max_len", max_len)
+    check_decoding_ids(model, model.cfg.tgt_vocab_size, max_len, sos_id=sos_id, eos_id=eos_id)
     was_training = model.training
     model.eval()
     try:
         memory = model.encode(src)  # [B, L_src, D], computed once
+        cache = model.new_cache(src) if use_cache else None
         ys = torch.full((src.size(0), 1), sos_id, dtype=torch.long, device=src.device)  # [B, 1]
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
         for _ in range(max_len):
-            probs = model.generator(model.decode(ys, memory, src)[:, -1]).softmax(-1)  # [B, V_tgt]
+            fed = ys[:, -1:] if use_cache else ys  # [B, 1] or [B, t]
+            probs = model.generator(model.decode(fed, memory, src, cache)[:, -1]).softmax(-1)  # [B, V_tgt]
             next_id = probs.argmax(-1).masked_fill(finished, model.cfg.pad_id)  # [B]
             ys = torch.cat([ys, next_id[:, None]], dim=1)  # [B, t+1]
             finished |= next_id == eos_id
@@ -129,9 +207,10 @@ def greedy_steps(model: Transformer, src: torch.Tensor, max_len: int, sos_id: in
         model.train(was_training)
 
 
-def greedy_decode(model: Transformer, src: torch.Tensor, max_len: int, sos_id: int, eos_id: int) -> torch.Tensor:
+def greedy_decode(model: Transformer, src: torch.Tensor, max_len: int, sos_id: int, eos_id: int,
+                  use_cache: bool = True) -> torch.Tensor:
     """src [B, L_src] -> ids [B, T] starting with ``sos``; after ``eos`` a row holds ``pad``."""
-    *_, (ys, _probs) = greedy_steps(model, src, max_len, sos_id, eos_id)
+    *_, (ys, _probs) = greedy_steps(model, src, max_len, sos_id, eos_id, use_cache)
     return ys
 
 
@@ -162,6 +241,13 @@ def load_torch_transformer(model: Transformer, reference: nn.Transformer) -> Tra
     first = enc_layers[0]
     if not first.self_attn.batch_first or first.norm_first:
         raise ValueError("reference must be built with batch_first=True and norm_first=False (post-norm)")
+    for layer in [*enc_layers, *dec_layers]:
+        if getattr(layer, "activation_relu_or_gelu", 1) != 1:
+            raise ValueError("reference must use activation='relu' (ours is ReLU, as in the paper); "
+                             "rebuild it with activation='relu'")
+        if layer.norm1.eps != 1e-5 or layer.linear1.bias is None or layer.norm1.bias is None:
+            raise ValueError("reference must use layer_norm_eps=1e-5 and bias=True (ours have both); "
+                             "rebuild it with the defaults")
     theirs = (reference.d_model, reference.nhead, first.linear1.out_features, len(enc_layers), len(dec_layers))
     cfg = model.cfg
     ours = (cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.num_layers, cfg.num_layers)
