@@ -1,0 +1,216 @@
+"""Predict, then reveal: a question asks for a tensor's shape before the cell that shows it.
+
+``check_shape_answer`` is the plain checker (the student's text in, a verdict and feedback out).
+``ask_shape`` puts it behind a text box in the notebook; where no widget can run (slides, the
+static site) the same question shows as a "show answer" fold.
+
+``expected`` always comes from running code: a tensor's ``.shape`` or a traced ``Row``.
+``dims`` names what each dim means, so the feedback can say "dim 1 is H = 8 heads: you wrote 64,
+which is d_k". It is either one name per dim (``"B H L_q d_k"``; a ``Row`` brings its own) or a
+dict of the sizes in play (``{"B": 32, "H": 8, "L": 10, "d_k": 64, "D": 512}``), from which each
+dim takes the name of its size, and which also recognises sizes that are not in the answer.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from .recording import Row
+
+# What a dim of each name counts, for "H = 8 heads".
+MEANINGS = {
+    "B": "sentences", "H": "heads", "H_kv": "key/value heads", "L": "tokens", "L_q": "query positions",
+    "L_k": "key positions", "L_src": "source tokens", "L_tgt": "target tokens", "D": "features",
+    "d_model": "features", "d_k": "features per head", "d_ff": "hidden features", "V": "vocabulary entries",
+    "t": "cached positions",
+}
+EXAMPLE = "[2, 3, 4]"  # an example of the format that gives nothing away
+
+
+class Question:
+    """A resolved question: the shape, a name per dim (or None) and every named size in play."""
+
+    def __init__(self, expected, dims=None):
+        if isinstance(expected, Row):
+            shape, own_names = tuple(expected.shape), expected.dims.split()
+        elif isinstance(expected, torch.Tensor):
+            raise TypeError("expected must be a shape, not a tensor: pass x.shape")
+        elif isinstance(expected, (torch.Size, tuple, list)):
+            shape, own_names = tuple(expected), None
+        else:
+            raise TypeError(f"expected must be a torch.Size, a tuple or a traced Row, got {type(expected).__name__}")
+        if not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0 for size in shape):
+            raise ValueError(f"expected must hold whole sizes >= 0, got {list(shape)}")
+        sizes = dict(dims) if isinstance(dims, Mapping) else {}
+        if isinstance(dims, str):
+            names = dims.split()
+        elif isinstance(dims, Sequence):
+            names = list(dims)
+        else:  # None or a dict of sizes
+            names = own_names or names_from_sizes(shape, sizes)
+        if len(names) != len(shape):
+            raise ValueError(f"dims names {len(names)} dims ({' '.join(map(str, names))}) but the answer "
+                             f"{list(shape)} has {len(shape)}: give one name per dim")
+        for name, size in zip(names, shape):
+            if name in sizes and sizes[name] != size:
+                raise ValueError(f"dims says {name} = {sizes[name]} but that dim of the answer is {size}")
+        self.shape, self.names = shape, names
+        self.sizes = sizes | {name: size for name, size in zip(names, shape) if name and not name.isdigit()}
+
+    def describe(self, dim: int) -> str:
+        """'H = 8 heads' for a named dim, '1 (it broadcasts)' for a literal 1, else just the size."""
+        name, size = self.names[dim], self.shape[dim]
+        if name is None:
+            return str(size)
+        if name.isdigit():
+            return f"{size} (it broadcasts)"
+        return f"{name} = {size} {MEANINGS.get(name, '')}".rstrip()
+
+    def reveal(self) -> str:
+        """'[32, 8, 10, 64] = [B, H, L, d_k]: B = 32 sentences, H = 8 heads, ...'."""
+        text = str(list(self.shape))
+        if any(self.names):
+            text += f" = [{', '.join(name or '?' for name, _ in zip(self.names, self.shape))}]: "
+            text += ", ".join(self.describe(dim) for dim in range(len(self.shape)))
+        return text
+
+    def what_is_wrong(self, answer: tuple[int, ...]) -> str:
+        shape = self.shape
+        if len(answer) != len(shape):
+            message = f"You wrote {len(answer)} dims; the answer has {len(shape)}"
+            if any(self.names):
+                message += f" ([{', '.join(name or '?' for name in self.names)}])"
+            if math.prod(answer) == math.prod(shape):
+                message += (f". Yours holds the same {math.prod(shape):,} numbers, so a dim is split or merged "
+                            f"where it should not be (or not where it should)")
+            return message + "."
+        wrong = [dim for dim in range(len(shape)) if answer[dim] != shape[dim]]
+        if sorted(answer) == sorted(shape):
+            if len(wrong) == 2:
+                first, second = wrong
+                which = f"dims {first} and {second}"
+                if self.names[first] and self.names[second]:
+                    which = f"{self.names[first]} and {self.names[second]} ({which})"
+                return f"You swapped {which}: did you forget a transpose?"
+            return "Right sizes, wrong order: " + "; ".join(f"dim {d} is {self.describe(d)}" for d in wrong) + "."
+        message = "; ".join(self.one_wrong_dim(dim, answer[dim]) for dim in wrong)
+        return message[0].upper() + message[1:] + "."
+
+    def one_wrong_dim(self, dim: int, written: int) -> str:
+        message = f"dim {dim} is {self.describe(dim)}: you wrote {written}"
+        others = [name for name, size in self.sizes.items() if size == written and name != self.names[dim]]
+        if not others:
+            others = [f"dim {d}'s size" for d, size in enumerate(self.shape) if size == written and d != dim]
+        return message + (f", which is {' or '.join(others)}" if others else "")
+
+
+def names_from_sizes(shape: tuple[int, ...], sizes: Mapping[str, int]) -> list[str | None]:
+    """Name each dim after the size it has (the first name not used yet wins: [L_q, L_k] for [10, 10])."""
+    names: list[str | None] = []
+    for size in shape:
+        candidates = [name for name, value in sizes.items() if value == size]
+        unused = [name for name in candidates if name not in names]
+        names.append((unused or candidates or [None])[0])
+    return names
+
+
+def parse_shape(text) -> tuple[int, ...]:
+    """'[32, 8, 10, 64]', '(32,8,10,64)', '32x8x10x64', '32 × 8', '32 8', 'torch.Size([32, 8])' -> a tuple.
+
+    Raises ValueError with a message for the student when the text is not a shape.
+    """
+    if isinstance(text, (torch.Size, tuple, list)):
+        text = str(list(text))
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string such as '{EXAMPLE}', got {type(text).__name__}")
+    body = text.strip()
+    if not body:
+        raise ValueError(f"Type a shape first, for example {EXAMPLE}.")
+    wrapped = re.fullmatch(r"torch\.Size\((.*)\)", body, re.S)
+    body = wrapped[1].strip() if wrapped else body
+    if body[:1] + body[-1:] in ("[]", "()"):
+        body = body[1:-1]
+    sizes = []
+    for token in (part for part in re.split(r"[\s,×*xX]+", body) if part):
+        if re.fullmatch(r"\+?\d+", token):
+            sizes.append(int(token))
+        elif re.fullmatch(r"-\d+", token):
+            raise ValueError(f"{token} is not a size: a dim counts entries, so it is 0 or more.")
+        elif re.fullmatch(r"[+-]?(\d+\.\d*|\.\d+|\d+(\.\d*)?e[+-]?\d+)", token, re.I):
+            raise ValueError(f"{token} is not a whole number: a dim counts entries.")
+        elif token in MEANINGS:
+            raise ValueError(f"{token} is a name: type its size, a whole number (for example {EXAMPLE}).")
+        else:
+            raise ValueError(f"{text.strip()!r} is not a shape: type whole numbers, for example {EXAMPLE}.")
+    return tuple(sizes)
+
+
+def check_shape_answer(text, expected, dims=None) -> tuple[bool, str]:
+    """Check a typed shape against ``expected`` (torch.Size, tuple or traced Row) -> (correct, feedback).
+
+    ``dims``: one name per dim ("B H L_q d_k") or a dict of the sizes in play ({"H": 8, "d_k": 64, ...}).
+    """
+    question = Question(expected, dims)
+    try:
+        answer = parse_shape(text)
+    except ValueError as err:
+        return False, str(err)
+    if answer == question.shape:
+        return True, f"Right: {question.reveal()}."
+    return False, question.what_is_wrong(answer)
+
+
+class ShapeQuestion:
+    """The question as a widget; its mime bundle also carries an HTML fold for places with no widgets."""
+
+    def __init__(self, prompt: str, expected, dims=None):
+        import ipywidgets as widgets
+
+        self.prompt, self.expected, self.dims = prompt, expected, dims
+        self.question = Question(expected, dims)
+        self.answer_box = widgets.Text(placeholder=f"e.g. {EXAMPLE}", description="shape", continuous_update=False)
+        self.check_button = widgets.Button(description="check", button_style="primary")
+        self.show_button = widgets.Button(description="show answer")
+        self.feedback = widgets.HTML()
+        self.widget = widgets.VBox([widgets.HTML(f"<b>Predict the shape:</b> {html.escape(prompt)}"),
+                                    widgets.HBox([self.answer_box, self.check_button, self.show_button]),
+                                    self.feedback])
+        self.check_button.on_click(lambda _: self.check())
+        self.show_button.on_click(lambda _: self.reveal())
+        self.answer_box.observe(lambda _: self.check(), "value")  # Enter (continuous_update=False)
+
+    def check(self) -> bool:
+        correct, feedback = check_shape_answer(self.answer_box.value, self.expected, self.dims)
+        if correct:
+            self.reveal(f"✓ {feedback}")
+        else:
+            self.feedback.value = f'<span style="color:#b5532a">✗ {html.escape(feedback)}</span>'
+        return correct
+
+    def reveal(self, heading: str = "") -> None:
+        text = heading or f"Answer: {self.question.reveal()}"
+        self.feedback.value = f'<span style="color:#2a7a3a">{html.escape(text)}</span>'
+
+    def static_html(self) -> str:
+        """The prompt and a fold with the answer: what slides and the static site show."""
+        return (f'<div class="wt-question"><p><b>Predict the shape:</b> {html.escape(self.prompt)}</p>'
+                f"<details><summary>show answer</summary><p>{html.escape(self.question.reveal())}</p></details></div>")
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        bundle = self.widget._repr_mimebundle_()
+        bundle["text/html"] = self.static_html()
+        bundle["text/plain"] = f"Predict the shape: {self.prompt}\n(answer: {self.question.reveal()})"
+        return bundle
+
+
+def ask_shape(prompt: str, expected, dims=None) -> ShapeQuestion:
+    """Show ``prompt``, a box for the predicted shape, "check" and "show answer" buttons.
+
+    ``expected``: from running code (``x.shape`` or a traced ``Row``). Make it the cell's last line.
+    """
+    return ShapeQuestion(prompt, expected, dims)
