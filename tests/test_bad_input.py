@@ -55,3 +55,61 @@ def test_wrong_mask_is_named():
 def test_causal_mask_rejects_bad_length():
     with pytest.raises(ValueError, match="length must be at least 1, got 0"):
         wt.causal_mask(0)
+
+
+@pytest.mark.parametrize("ids,error,message", [
+    (torch.ones(1, 3, dtype=torch.uint8), TypeError, r"src must hold integer token ids \(int64\).*src.long\(\)"),
+    (torch.ones(1, 0, dtype=torch.long), ValueError, "src is empty"),
+    (torch.ones(0, 3, dtype=torch.long), ValueError, "src is empty"),
+])
+def test_encode_rejects_odd_ids(model, ids, error, message):
+    with pytest.raises(error, match=message):
+        model.encode(ids)
+
+
+def test_empty_target_names_tgt(model):
+    with pytest.raises(ValueError, match="tgt is empty"):
+        model(torch.ones(1, 3, dtype=torch.long), torch.ones(1, 0, dtype=torch.long))
+
+
+def test_attention_wants_three_dims():
+    attention = wt.MultiHeadAttention(16, 2)
+    with pytest.raises(ValueError, match=r"query must be a \[B, L, D\] tensor, got \[5, 16\].*unsqueeze\(0\)"):
+        attention(torch.randn(5, 16), torch.randn(5, 16), torch.randn(5, 16))
+
+
+@pytest.mark.parametrize("kwargs,error,message", [
+    (dict(sos_id=1.5), TypeError, "sos_id must be a whole-number token id, got 1.5"),
+    (dict(eos_id=19), ValueError, r"eos_id must be a token id in \[0, 19\), got 19"),
+    (dict(max_len=65), ValueError, "max_len=65 new tokens need positions up to 64, but the model has max_len=64"),
+    (dict(max_len=0), ValueError, "max_len must be at least 1"),
+])
+def test_greedy_decode_checks_its_ids_before_any_work(model, kwargs, error, message):
+    args = {"max_len": 5, "sos_id": 1, "eos_id": 2, **kwargs}
+    with pytest.raises(error, match=message):
+        wt.greedy_decode(model, torch.ones(2, 3, dtype=torch.long), **args)
+
+
+def test_a_model_that_cannot_fit_is_refused_before_allocating():
+    with pytest.raises(ValueError, match=r"would need .* GiB .* lower max_len"):
+        wt.Transformer(wt.ModelConfig(max_len=10**9))
+    with torch.device("meta"):  # shapes at any size stay possible
+        wt.Transformer(wt.ModelConfig(max_len=10**9))
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(activation="gelu"), "activation='relu'"),
+    (dict(layer_norm_eps=1e-6), "layer_norm_eps=1e-5 and bias=True"),
+    (dict(bias=False), "layer_norm_eps=1e-5 and bias=True"),
+])
+def test_load_torch_transformer_refuses_a_reference_that_computes_differently(small_cfg, kwargs, message):
+    reference = torch.nn.Transformer(32, 4, 2, 2, 64, batch_first=True, **kwargs)
+    with pytest.raises(ValueError, match=message):
+        wt.load_torch_transformer(wt.Transformer(small_cfg), reference)
+
+
+def test_gqa_head_counts_are_checked():
+    with pytest.raises(ValueError, match=r"num_kv_heads=3 does not divide num_heads=8.*\[1, 2, 4, 8\]"):
+        wt.MultiHeadAttention(64, 8, num_kv_heads=3)
+    with pytest.raises(ValueError, match="d_k = d_model / num_heads must be even"):
+        wt.GPTConfig(vocab_size=10, d_model=12, num_heads=4, d_ff=8, num_layers=1, positions="rope")
