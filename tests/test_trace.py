@@ -1,8 +1,11 @@
-import contextlib
+import re
 import subprocess
 import sys
+import tracemalloc
 
 import pytest
+import torch
+from torch import nn
 
 import walkthrough as wt
 from walkthrough import recording, trace
@@ -39,7 +42,7 @@ SEED_TABLE = [  # (where, step, shape) for every row of DESIGN.md's seed shape t
 
 
 def test_trace_contains_every_row_of_the_seed_table():
-    rows = wt.trace_shapes(wt.ModelConfig.seed_example(), batch=32, src_len=10, tgt_len=4)
+    rows = wt.trace_shapes(wt.ModelConfig(), batch=32, src_len=10, tgt_len=4)
     found = {(r.where, r.step): r.shape for r in rows}
     for where, step, shape in SEED_TABLE:
         assert found.get((where, step)) == shape, (where, step)
@@ -56,7 +59,7 @@ def test_trace_follows_the_sizes():
 
 
 def test_summary_keeps_layer_zero_and_counts_repeats():
-    rows = wt.summarise(wt.trace_shapes(wt.ModelConfig.seed_example(), 32, 10, 4))
+    rows = wt.summarise(wt.trace_shapes(wt.ModelConfig(), 32, 10, 4))
     notes = [r for r in rows if r.step == "(same steps as layer 0)"]
     assert [n.where for n in notes] == ["encoder.layers.1–5", "decoder.layers.1–5"]
     assert not any(".layers.3" in r.where for r in rows)
@@ -69,7 +72,7 @@ def test_summary_keeps_layer_zero_and_counts_repeats():
 ])
 def test_trace_rejects_bad_sizes(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        wt.trace_shapes(wt.ModelConfig.seed_example(), **{"batch": 32, "src_len": 10, "tgt_len": 4, **kwargs})
+        wt.trace_shapes(wt.ModelConfig(), **{"batch": 32, "src_len": 10, "tgt_len": 4, **kwargs})
 
 
 def test_record_without_an_active_trace_does_not_touch_the_tensor():
@@ -105,6 +108,187 @@ def test_command_line_reports_bad_sizes_without_a_traceback():
 def test_remembered_ops_give_the_same_trace_as_running_every_op(monkeypatch):
     cfg = wt.ModelConfig(src_vocab_size=97, tgt_vocab_size=61, d_model=48, num_heads=6, d_ff=40, num_layers=3)
     fast = trace.trace_shapes.__wrapped__(cfg, 3, 7, 5)
-    monkeypatch.setattr(trace, "_RepeatedOps", contextlib.nullcontext)
+    monkeypatch.setattr(trace, "_returns_fresh", lambda op: False)
     trace._meta_model.cache_clear()
     assert trace.trace_shapes.__wrapped__(cfg, 3, 7, 5) == fast
+
+
+# ---------------------------------------------------------------------------------------------------
+# trace_module: any nn.Module, op by op, on a meta copy.
+
+def small_torch_transformer(layers=2):
+    torch.manual_seed(0)
+    return nn.Transformer(d_model=32, nhead=4, num_encoder_layers=layers, num_decoder_layers=layers,
+                          dim_feedforward=48, batch_first=True).eval()
+
+
+def by_step(rows, where):
+    return [(r.step, r.shape) for r in rows if r.where == where]
+
+
+def test_trace_module_opens_nn_multiheadattention():
+    rows = wt.trace_module(small_torch_transformer(), (3, 5, 32), (3, 2, 32))
+    ops = by_step(rows, "encoder.layers.0.self_attn")
+    assert ops[0] == ("MultiheadAttention", (3, 5, 32))
+    packed = next(r for r in rows if r.where == "encoder.layers.0.self_attn" and r.step == "aten.linear")
+    assert packed.shape == (5, 3, 96) and packed.inputs == ((5, 3, 32), (96, 32), (96,))  # one in_proj [3D, D]
+    assert ("aten.transpose", (12, 5, 8)) in ops  # heads moved into the batch: [B·H, L, d_k]
+    assert ("aten.scaled_dot_product_attention", (3, 4, 5, 8)) in ops
+    cross = by_step(rows, "decoder.layers.1.multihead_attn")
+    assert ("aten.scaled_dot_product_attention", (3, 4, 2, 8)) in cross
+    assert rows[-1].where == "decoder.norm" and rows[-1].shape == (3, 2, 32)
+    assert all(isinstance(r, trace.OpRow) and not r.dims for r in rows)
+
+
+def test_trace_module_leaves_the_callers_module_alone_and_takes_any_input_kind():
+    module = small_torch_transformer(1)
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    src, tgt = torch.randn(3, 5, 32), torch.randn(3, 2, 32)
+    from_real = wt.trace_module(module, src, tgt)
+    assert wt.trace_module(module, src.to("meta"), tgt.to("meta")) == from_real
+    assert wt.trace_module(module, (3, 5, 32), torch.Size([3, 2, 32])) == from_real
+    assert all(p.device.type == "cpu" for p in module.parameters())
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in module.modules())
+    for key, value in module.state_dict().items():
+        torch.testing.assert_close(value, before[key])
+    assert module.training is False
+
+
+def test_trace_module_allocates_nothing_for_a_huge_module():
+    with torch.device("meta"):
+        huge = nn.TransformerEncoder(nn.TransformerEncoderLayer(12288, 96, 49152, batch_first=True), 2,
+                                     enable_nested_tensor=False).eval()
+    tracemalloc.start()
+    rows = wt.trace_module(huge, (1, 2048, 12288))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 50 * 2**20  # the weights alone would be 13 GiB, one [1, 96, 2048, 2048] score tensor 1.5 GiB
+    assert by_step(rows, "layers.1.linear1")[-1] == ("aten.linear", (1, 2048, 49152))
+
+
+def test_trace_module_shows_our_named_steps_among_the_ops(small_cfg):
+    src = torch.zeros(2, 6, dtype=torch.long)
+    tgt = torch.zeros(2, 3, dtype=torch.long)
+    rows = wt.trace_module(wt.Transformer(small_cfg).eval(), src, tgt)
+    named = tuple(r for r in rows if not isinstance(r, trace.OpRow))
+    expected = wt.trace_shapes(small_cfg, 2, 6, 3)
+    assert named == tuple(r for r in expected if r.step not in ("labels", "logits flattened", "labels flattened"))
+    steps = [r.step for r in rows if r.where == "encoder.layers.0.self_attn"]
+    assert steps.index("aten.view") < steps.index("Q view")  # the op comes first, its named step after it
+
+
+def test_summarise_folds_only_layers_that_repeat_layer_zero():
+    rows = wt.trace_module(small_torch_transformer(3), (3, 5, 32), (3, 2, 32))
+    notes = [r.where for r in wt.summarise(rows) if r.step == "(same steps as layer 0)"]
+    assert notes == ["encoder.layers.1–2", "decoder.layers.1–2"]
+    mlp = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.ReLU(), nn.Flatten())
+    rows = wt.trace_module(mlp, (2, 4))
+    assert by_step(rows, "2") == by_step(rows, "0")
+    assert wt.summarise(rows) == list(rows)  # layer 1 differs from layer 0: nothing folded, the order stays
+    assert by_step(rows, "4")[-1] == ("aten.flatten", (2, 4))
+
+
+def test_shape_table_depth_and_within():
+    rows = wt.trace_module(small_torch_transformer(1), (3, 5, 32), (3, 2, 32))
+    top = trace.shape_table(rows, depth=1).rows
+    assert [(r.where, r.step) for r in top] == [("encoder", "TransformerEncoder"), ("decoder", "TransformerDecoder")]
+    assert top[1].shape == (3, 2, 32) and top[1].inputs == ((3, 2, 32), (3, 5, 32))
+    one = trace.shape_table(rows, within="encoder.layers.0.self_attn").rows
+    assert one[0].step == "MultiheadAttention" and all(r.where == "encoder.layers.0.self_attn" for r in one)
+    text = repr(trace.shape_table(rows, within="encoder.layers.0.linear1"))
+    assert "aten.linear" in text and "[3, 5, 48]" in text and "from [3, 5, 32], [48, 32], [48]" in text
+    with pytest.raises(ValueError, match=re.escape("within='encoder.layer.0' matches no row")):
+        trace.shape_table(rows, within="encoder.layer.0")
+    with pytest.raises(ValueError, match="depth must be at least 1"):
+        trace.shape_table(rows, depth=0)
+
+
+class ReadsAValue(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.gate(x) if self.gate(x).sum() > 0 else x
+
+
+class Outer(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.block = nn.Sequential(inner)
+
+    def forward(self, x):
+        return self.block(x)
+
+
+class Lambda(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+@pytest.mark.parametrize("inner,op,message", [
+    (ReadsAValue(), "aten.is_nonzero", "right after aten.gt -> [] needs a tensor's values"),
+    (Lambda(lambda x: x * x.sum().item()), None, "needs a tensor's values"),
+    (Lambda(lambda x: x[torch.nonzero(x)]), "aten.nonzero", "needs a tensor's values"),
+    (Lambda(lambda x: torch.equal(x, x) and x), "aten.equal", "aten.equal has no meta-device kernel"),
+    (Lambda(lambda x: x @ torch.ones(3, 2)), "aten.matmul", "aten.matmul failed on the meta device"),
+])
+def test_a_module_that_cannot_run_on_meta_gets_the_op_and_the_module_path(inner, op, message):
+    with pytest.raises(wt.trace.TraceError, match=re.escape(message)) as caught:
+        wt.trace_module(Outer(inner), (2, 4))
+    assert caught.value.where == "block.0" and str(caught.value).startswith("in 'block.0': ")
+    if op is not None:
+        assert caught.value.op == op and op in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_nn_transformer_with_a_mask_it_inspects_names_the_decoder():
+    mask = nn.Transformer.generate_square_subsequent_mask(2)
+    with pytest.raises(wt.trace.TraceError, match="in 'decoder'"):
+        wt.trace_module(small_torch_transformer(1), (3, 5, 32), (3, 2, 32), tgt_mask=mask)
+    rows = wt.trace_module(small_torch_transformer(1), (3, 5, 32), (3, 2, 32), tgt_mask=mask, tgt_is_causal=True)
+    assert rows[-1].shape == (3, 2, 32)
+
+
+def test_trace_module_rejects_what_is_not_a_module():
+    with pytest.raises(TypeError, match=re.escape("module must be a torch.nn.Module, got function")):
+        wt.trace_module(lambda x: x, (2, 3))
+    with pytest.raises(ValueError, match="sizes >= 0"):
+        wt.trace_module(nn.ReLU(), (2, -3))
+
+
+def test_without_the_private_dispatch_api_the_public_fallback_traces_the_same_shapes(monkeypatch, small_cfg):
+    mlp = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    ours = wt.Transformer(small_cfg).eval()
+    ids = torch.zeros(2, 6, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long)
+    exact_mlp, exact_ours = wt.trace_module(mlp, (5, 8)), wt.trace_module(ours, *ids)
+    monkeypatch.setattr(trace, "_DispatchMode", None)
+    fallback_mlp, fallback_ours = wt.trace_module(mlp, (5, 8)), wt.trace_module(ours, *ids)
+    assert [(r.where, r.shape, r.inputs) for r in fallback_mlp] == [(r.where, r.shape, r.inputs) for r in exact_mlp]
+    assert [r.step for r in fallback_mlp if r.kind == "op"] == ["torch.nn.functional.linear",
+                                                               "torch.nn.functional.relu", "torch.nn.functional.linear"]
+
+    def modules_and_named_steps(rows):
+        return [r for r in rows if not isinstance(r, trace.OpRow) or r.kind == "module"]
+    assert modules_and_named_steps(fallback_ours) == modules_and_named_steps(exact_ours)
+
+
+def test_without_readable_op_schemas_nothing_is_remembered_and_the_rows_are_the_same(monkeypatch):
+    module = small_torch_transformer(2)
+    exact = wt.trace_module(module, (3, 5, 32), (3, 2, 32))
+    monkeypatch.setattr(trace, "_returns_fresh", lambda op: False)
+    assert wt.trace_module(module, (3, 5, 32), (3, 2, 32)) == exact
+
+
+def test_trace_callable_is_the_core_of_every_entry_point(small_cfg):
+    with torch.device("meta"):
+        model = wt.Transformer(small_cfg).eval()
+    src = torch.zeros(2, 6, dtype=torch.long, device="meta")
+    rows = trace.trace_callable(lambda: model.encode(src), model, ops=False)
+    assert rows[-1] == wt.Row("encoder", "memory (final LayerNorm)", (2, 6, 32), "B L_src D",
+                              "the encoder output, read by each decoder layer")
+    assert trace.trace_callable(lambda: model.encode(src), model)[-1].where == "encoder"
