@@ -21,19 +21,21 @@ class Cost:
 
 
 def _parts(layer: EncoderLayer, x: torch.Tensor):
-    """Each sublayer as (name, its parameters, a function running just that part on ready inputs)."""
+    """Each sublayer as (name, its modules, a function running just that part on ready inputs and returning
+    its result), for x [B, L, D]."""
     attn, ffn = layer.self_attn, layer.feed_forward
     q = attn.split_heads(attn.w_q(x), "Q")  # [B, H, L, d_k]
     k = attn.split_heads(attn.w_k(x), "K")
+    v = attn.split_heads(attn.w_v(x), "V")
     scores = q @ k.transpose(-2, -1)  # [B, H, L, L]
-    weights = scores.softmax(-1)
+    weights = scores.softmax(-1)  # [B, H, L, L]
     norms = (layer.add_norm1, layer.add_norm2)
     return [
         ("Q, K, V, O projections", (attn.w_q, attn.w_k, attn.w_v, attn.w_o),
          lambda: [lin(x) for lin in (attn.w_q, attn.w_k, attn.w_v, attn.w_o)]),
         ("scores Q·Kᵀ (∝ L²)", (), lambda: q @ k.transpose(-2, -1)),
         ("softmax (∝ L²)", (), lambda: scores.softmax(-1)),
-        ("weights·V (∝ L²)", (), lambda: weights @ q),
+        ("weights·V (∝ L²)", (), lambda: weights @ v),  # [B, H, L, d_k]
         ("feed-forward (∝ L)", (ffn,), lambda: ffn(x)),
         ("2 × Add & Norm", norms, lambda: [n(x, x) for n in norms]),
     ]
