@@ -1,0 +1,107 @@
+"""The package's modules depend one way, bottom to top, and ``import walkthrough`` stays light.
+
+Imports are read from the source with ``ast`` (inside functions too), so a lazy import that only
+dodges a cycle still counts.
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "walkthrough"
+
+# Each module's layer, bottom to top: a module may import only modules on a strictly lower layer.
+LAYERS = {
+    "recording": 0, "config": 0,                 # the hook and the sizes: import nothing of ours
+    "masks": 1, "embedding": 1, "loss": 1,       # model parts that need only the bottom
+    "attention": 2,
+    "layers": 3,
+    "model": 4,                                  # the encoder-decoder
+    "gpt": 5,                                    # the decoder-only model, built from the same parts
+    "trace": 6, "cost": 6,                       # tools that run the model
+    "data": 7, "train": 8, "language_model": 9,  # learning, beside the tools (neither imports the other)
+    "viz": 10, "quiz": 10,                       # teaching
+    "exercises": 11,
+    "widgets": 12,
+    "__init__": 13,
+    "__main__": 14,                              # the command line on top
+}
+TOOLS, LEARNING = {"trace", "cost"}, {"data", "train", "language_model"}
+
+
+def imports_of(path: Path) -> set[str]:
+    """The package modules that ``path`` imports anywhere in its source (module level or in functions)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level == 1 or base.split(".")[0] == "walkthrough":
+                inside = base.removeprefix("walkthrough").lstrip(".")
+                if inside:
+                    found.add(inside.split(".")[0])
+                else:  # from . import cost, viz
+                    found.update(alias.name for alias in node.names if alias.name != "*")
+        elif isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[1] for alias in node.names
+                         if alias.name.startswith("walkthrough."))
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    return {path.stem: imports_of(path) for path in sorted(PACKAGE.glob("*.py"))}
+
+
+def test_every_module_has_a_layer():
+    missing = sorted(set(graph()) - set(LAYERS))
+    assert not missing, f"place {missing} in LAYERS (tests/test_layers.py): which layer does it belong to?"
+
+
+def test_imports_go_only_downward():
+    upward = [f"{module} (layer {LAYERS[module]}) imports {target} (layer {LAYERS[target]})"
+              for module, targets in graph().items() if module in LAYERS
+              for target in sorted(targets) if target in LAYERS and LAYERS[target] >= LAYERS[module]]
+    assert not upward, "imports that go up or sideways:\n" + "\n".join(upward)
+
+
+def test_learning_and_tools_sit_beside_each_other():
+    crossing = [f"{module} imports {target}" for module, targets in graph().items() for target in targets
+                if {module, target} & TOOLS and {module, target} & LEARNING]
+    assert not crossing, crossing
+
+
+def test_no_import_cycles():
+    edges = graph()
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            cycle = path[path.index(module):] + [module]
+            pytest.fail("import cycle: " + " -> ".join(cycle))
+        if module in done:
+            return
+        for target in sorted(edges.get(module, ())):
+            visit(target, path + [module])
+        done.add(module)
+
+    for module in edges:
+        visit(module, [])
+
+
+def test_the_import_reader_sees_every_form(tmp_path):
+    source = tmp_path / "sample.py"
+    source.write_text("from . import cost, viz\nfrom .model import Transformer\nimport walkthrough.trace\n"
+                      "from walkthrough.data import Vocab\nimport torch\n\n"
+                      "def later():\n    from .widgets import explorer\n")
+    assert imports_of(source) == {"cost", "viz", "model", "trace", "data", "widgets"}
+
+
+def test_import_walkthrough_loads_neither_matplotlib_nor_ipywidgets():
+    code = ("import sys\nimport walkthrough as wt\n"
+            "print(sorted(m for m in ('matplotlib', 'ipywidgets') if m in sys.modules))\n"
+            "wt.widgets\n"
+            "print(sorted(m for m in ('matplotlib', 'ipywidgets') if m in sys.modules))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.splitlines() == ["[]", "['ipywidgets', 'matplotlib']"]  # loaded on first use, then present
