@@ -529,3 +529,36 @@ def shape_map(cfg=None, batch: int = 32, src_len: int = 10, tgt_len: int = 4,
     cfg = ModelConfig() if cfg is None else cfg  # the defaults are the paper's base sizes
     highlight = (highlight,) if isinstance(highlight, str) else tuple(highlight)
     return ShapeTable(summarise(trace_shapes(cfg, batch, src_len, tgt_len)), highlight, fold=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# One decoding step with the key/value cache (notebook 08).
+
+@functools.lru_cache(maxsize=256)
+def trace_decoding_step(cfg, batch: int = 32, src_len: int = 10, step: int = 5) -> tuple[Row, ...]:
+    """Trace decoding step ``step`` (1, 2, ...) of ``Transformer(cfg)`` with its cache, on the meta device.
+
+    Steps 1..step-1 fill the cache first (not traced); the traced call feeds one new token per sentence
+    ([batch, 1], at position step-1) and returns its recorded steps: the query [B, H, 1, d_k] meets the
+    ``step`` cached keys [B, H, step, d_k] (scores [B, H, 1, step]) and the memory's keys
+    [B, H, src_len, d_k] (scores [B, H, 1, src_len]); the step ends with logits [B, 1, V]. The encoder
+    is not in it: it ran once, before step 1.
+    """
+    if not isinstance(cfg, ModelConfig):
+        raise TypeError(f"cfg must be a walkthrough.ModelConfig, got {type(cfg).__name__}")
+    check_positive_int("batch", batch)
+    _check_length("src_len", src_len, cfg.max_len)
+    check_positive_int("step", step)
+    if step > cfg.max_len:
+        raise ValueError(f"step={step} feeds position {step - 1}, past max_len={cfg.max_len}: "
+                         f"choose step <= {cfg.max_len} or raise max_len")
+    model = _meta_model(cfg)
+    src = torch.zeros(batch, src_len, dtype=torch.long, device="meta")
+    memory = torch.empty(batch, src_len, cfg.d_model, device="meta")  # what model.encode(src) gives
+    cache = model.new_cache(src)
+    cache.source = None  # meta ids hold no values to compare, and this source never changes
+    with torch.inference_mode():
+        if step > 1:  # the earlier steps at once: the cache ends up as after step-1 single steps
+            model.decode(torch.zeros(batch, step - 1, dtype=torch.long, device="meta"), memory, src, cache)
+    new_token = torch.zeros(batch, 1, dtype=torch.long, device="meta")  # [B, 1]
+    return trace_callable(lambda: model.generator(model.decode(new_token, memory, src, cache)), model, ops=False)
