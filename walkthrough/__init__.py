@@ -11,6 +11,7 @@ from .attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
 from .config import GPTConfig, ModelConfig
 from .data import PHRASES, Vocab, chinese_numeral, english_words, numeral_vocabs, pad_batch, phrase_vocabs
 from .embedding import Embedding, PositionalEncoding, apply_rope, sinusoidal_table
+from .exercises import check_exercise
 from .gpt import GPT, greedy_generate
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward
 from .loss import sequence_loss
@@ -24,6 +25,7 @@ from .model import (
     greedy_steps,
     load_torch_transformer,
 )
+from .quiz import ask_shape, check_shape_answer
 from .recording import Row
 from .trace import check_shape, format_table, shape_map, show, summarise, trace_shapes
 from .train import (
@@ -58,8 +60,11 @@ __all__ = [
     "Transformer",
     "Vocab",
     "apply_rope",
+    "ask_shape",
     "causal_mask",
+    "check_exercise",
     "check_shape",
+    "check_shape_answer",
     "chinese_numeral",
     "copy_torch_attention",
     "cost",

@@ -79,10 +79,11 @@ class Question:
             text += ", ".join(self.describe(dim) for dim in range(len(self.shape)))
         return text
 
-    def what_is_wrong(self, answer: tuple[int, ...]) -> str:
+    def what_is_wrong(self, answer: tuple[int, ...], wrote: str = "you wrote") -> str:
+        """Name what differs between ``answer`` and the expected shape ("dim 1 is H = 8 heads: you wrote 64")."""
         shape = self.shape
         if len(answer) != len(shape):
-            message = f"You wrote {len(answer)} dims; the answer has {len(shape)}"
+            message = f"{wrote[0].upper()}{wrote[1:]} {len(answer)} dims; the answer has {len(shape)}"
             if any(self.names):
                 message += f" ([{', '.join(name or '?' for name in self.names)}])"
             if math.prod(answer) == math.prod(shape):
@@ -98,11 +99,11 @@ class Question:
                     which = f"{self.names[first]} and {self.names[second]} ({which})"
                 return f"You swapped {which}: did you forget a transpose?"
             return "Right sizes, wrong order: " + "; ".join(f"dim {d} is {self.describe(d)}" for d in wrong) + "."
-        message = "; ".join(self.one_wrong_dim(dim, answer[dim]) for dim in wrong)
+        message = "; ".join(self.one_wrong_dim(dim, answer[dim], wrote) for dim in wrong)
         return message[0].upper() + message[1:] + "."
 
-    def one_wrong_dim(self, dim: int, written: int) -> str:
-        message = f"dim {dim} is {self.describe(dim)}: you wrote {written}"
+    def one_wrong_dim(self, dim: int, written: int, wrote: str) -> str:
+        message = f"dim {dim} is {self.describe(dim)}: {wrote} {written}"
         others = [name for name, size in self.sizes.items() if size == written and name != self.names[dim]]
         if not others:
             others = [f"dim {d}'s size" for d, size in enumerate(self.shape) if size == written and d != dim]

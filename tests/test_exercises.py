@@ -1,0 +1,193 @@
+"""Self-checking exercises: each check says "not yet" to a stub, names the typical mistakes, and accepts the
+solution printed in docs/solutions.md (taken from that file, not copied here)."""
+
+import ast
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import walkthrough as wt
+from walkthrough.exercises import EXERCISES, NOT_YET
+
+SOLUTIONS = (Path(__file__).resolve().parents[1] / "docs" / "solutions.md").read_text()
+BLOCKS = re.findall(r"^##?#? (\d\d)\n\n```python\n(.*?)^```", SOLUTIONS, re.S | re.M)
+
+
+def solutions() -> dict[str, tuple[str, ast.Module]]:
+    """Exercise name -> (function name, the block's imports and that function) for every check_exercise call."""
+    found = {}
+    for _, code in BLOCKS:
+        tree = ast.parse(code)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "check_exercise":
+                name, fn_name = node.args[0].value, node.args[1].id
+                keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+                        or (isinstance(n, ast.FunctionDef) and n.name == fn_name)]
+                found[name] = fn_name, ast.Module(keep, type_ignores=[])
+    return found
+
+
+def solution(name: str):
+    fn_name, module = solutions()[name]
+    namespace = {}
+    exec(compile(module, f"solutions.md:{name}", "exec"), namespace)
+    return namespace[fn_name]
+
+
+def verdict(name, fn, capsys):
+    result = wt.check_exercise(name, fn)
+    printed = capsys.readouterr().out
+    assert printed.strip() == result.message
+    return result
+
+
+def test_every_exercise_has_a_solution_in_the_docs():
+    assert sorted(solutions()) == sorted(EXERCISES)
+
+
+@pytest.mark.parametrize("name", sorted(EXERCISES))
+def test_the_solution_in_the_docs_passes(name, capsys):
+    result = verdict(name, solution(name), capsys)
+    assert result and result.message == f"✓ {name}: right, on 3 random sizes."
+
+
+def raises_not_implemented(*args):
+    raise NotImplementedError
+
+
+def only_a_body(*args):
+    ...
+
+
+def returns_ellipsis(*args):
+    return ...
+
+
+@pytest.mark.parametrize("stub", [raises_not_implemented, only_a_body, returns_ellipsis])
+@pytest.mark.parametrize("name", sorted(EXERCISES))
+def test_a_stub_is_not_yet(name, stub, capsys):
+    result = verdict(name, stub, capsys)
+    assert not result and result.message == f"… {name}: {NOT_YET}"
+
+
+def interleaved_table(max_len, d_model):  # sines in the first half, cosines in the second
+    angle = torch.arange(max_len)[:, None] / 10000 ** (torch.arange(0, d_model, 2) / d_model)
+    return torch.cat([angle.sin(), angle.cos()], 1)
+
+
+def table_with(first, second, exponent_scale):
+    def table(max_len, d_model):
+        angle = torch.arange(max_len)[:, None] / 10000 ** (exponent_scale * torch.arange(d_model // 2) / d_model)
+        return torch.stack([first(angle), second(angle)], -1).flatten(1)
+    return table
+
+
+def scaled_scores(q, k):
+    return q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+
+
+def layer_norm_over(dim, correction=0, affine=True, eps_inside=True):
+    def layer_norm(x, gamma, beta, eps):
+        var = x.var(dim, keepdim=True, correction=correction)
+        out = (x - x.mean(dim, keepdim=True)) / ((var + eps).sqrt() if eps_inside else var.sqrt() + eps)
+        return out * gamma + beta if affine else out
+    return layer_norm
+
+
+def per_token_loss(logits, labels):
+    return F.cross_entropy(logits.transpose(1, 2), labels, reduction="none")  # [B, L]
+
+
+def padded(rows, pad_id):
+    return wt.pad_batch(rows, pad_id)
+
+
+WRONG = [
+    ("sinusoidal_table", table_with(torch.cos, torch.sin, 2), "sin and cos are swapped"),
+    ("sinusoidal_table", interleaved_table, "the sines fill the first half and the cosines the second"),
+    ("sinusoidal_table", table_with(torch.sin, torch.cos, 1), "the exponent is 2i/d_model"),
+    ("sinusoidal_table", lambda max_len, d_model: torch.zeros(d_model, max_len), "You swapped max_len and D"),
+    ("split_heads", lambda x, h: x.view(x.size(0), h, x.size(1), -1),
+     "the heads are interleaved: did you view straight to [B, H, L, d_k]?"),
+    ("split_heads", lambda x, h: x.view(x.size(0), x.size(1), h, -1),
+     "You swapped H and L (dims 1 and 2): did you forget a transpose?"),
+    ("split_heads", lambda x, h: x.view(x.size(0), x.size(1), -1, h).permute(0, 3, 1, 2),
+     "each head takes every H-th feature"),
+    ("padding_mask", lambda ids, pad: (ids == pad)[:, None, None, :], "it is inverted: here True = may attend"),
+    ("padding_mask", lambda ids, pad: ids != pad, "right values, but shape [B, L]"),
+    ("padding_mask", lambda ids, pad: (ids != pad).long()[:, None, None, :], "dtype torch.int64: a mask is bool"),
+    ("padding_mask", lambda ids, pad: (ids != 0)[:, None, None, :], "wrong values"),
+    ("causal_mask_blocked", lambda n: torch.ones(n, n, dtype=torch.bool).tril(), "wants True = blocked"),
+    ("causal_mask_blocked", lambda n: torch.ones(n, n, dtype=torch.bool).triu(), "you blocked the diagonal too"),
+    ("causal_mask_blocked", lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1), "blocked the past"),
+    ("causal_mask_blocked", torch.nn.Transformer.generate_square_subsequent_mask, "the additive float mask"),
+    ("causal_mask_blocked", lambda n: torch.ones(n, n).triu(1), "dtype torch.float32: a mask is bool"),
+    ("cross_attention_scores", lambda q, k: q @ k.transpose(-2, -1), "you forgot to divide by √d_k"),
+    ("cross_attention_scores", lambda q, k: q @ k.transpose(-2, -1) / q.size(-1), "the scale is √d_k"),
+    ("cross_attention_scores", lambda q, k: scaled_scores(k, q), "you computed K·Qᵀ"),
+    ("layer_norm", layer_norm_over(0), "you normalised over the batch dim"),
+    ("layer_norm", layer_norm_over(1), "you normalised over the length dim"),
+    ("layer_norm", layer_norm_over(-1, correction=1), "unbiased variance"),
+    ("layer_norm", layer_norm_over(-1, affine=False), "you forgot the learned scale and shift"),
+    ("layer_norm", layer_norm_over(-1, eps_inside=False), "eps goes inside the square root"),
+    ("sequence_loss", lambda logits, labels, pad: per_token_loss(logits, labels).mean(), "PAD positions count"),
+    ("sequence_loss", lambda logits, labels, pad: wt.sequence_loss(logits.softmax(-1), labels, pad),
+     "you applied softmax before the loss"),
+    ("sequence_loss", lambda logits, labels, pad: (per_token_loss(logits, labels) * (labels != pad)).sum(),
+     "you summed"),
+    ("sequence_loss", lambda logits, labels, pad: per_token_loss(logits, labels), "should be one number"),
+    ("sequence_loss", lambda logits, labels, pad: wt.sequence_loss(logits, labels, pad).item(),
+     "is a float, not a torch tensor"),
+    ("teacher_forcing", lambda ts, sos, eos, pad: (padded([[sos] + t for t in ts], pad),) * 2,
+     "your decoder input and labels are the same"),
+    ("teacher_forcing", lambda ts, sos, eos, pad: wt.teacher_forcing(ts, sos, eos, pad)[::-1],
+     "it ends with <eos> instead of starting with <sos>: did you shift the wrong way?"),
+    ("teacher_forcing", lambda ts, sos, eos, pad: (padded([[sos] + t for t in ts], pad), padded(ts, pad)),
+     "your labels: they miss <eos>"),
+    ("teacher_forcing", lambda ts, sos, eos, pad: padded([[sos] + t for t in ts], pad),
+     "return two tensors, (decoder_input, labels)"),
+    ("cached_attention_step", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+     "you applied a causal mask as if the query were position 0"),
+    ("cached_attention_step", lambda q, k, v: (q @ k.transpose(-2, -1)).softmax(-1) @ v, "forgot to divide"),
+    ("cached_attention_step", wt.scaled_dot_product_attention, "is a tuple, not a torch tensor: return the tensor"),
+    ("expand_kv_heads", lambda k, h: k.repeat(1, h // k.size(1), 1, 1), "use repeat_interleave"),
+    ("expand_kv_heads", lambda k, h: k.repeat_interleave(h // k.size(1), dim=2), "your result has shape"),
+]
+
+
+@pytest.mark.parametrize("name,wrong,hint", WRONG, ids=[f"{name}-{i}" for i, (name, _, _) in enumerate(WRONG)])
+def test_a_typical_mistake_gets_its_hint(name, wrong, hint, capsys):
+    result = verdict(name, wrong, capsys)
+    assert not result and result.message.startswith(f"✗ {name}: ") and hint in result.message
+
+
+def test_every_exercise_is_tried_with_two_typical_mistakes_at_least():
+    tried = [name for name, _, _ in WRONG]
+    assert all(tried.count(name) >= 2 for name in EXERCISES)
+
+
+def test_a_wrong_shape_names_the_dim():
+    result = wt.check_exercise("split_heads", lambda x, h: x.view(x.size(0), x.size(1), h, -1)[:, :1])
+    assert "your result has shape [8, 1, 7, 2], not [8, 7, 5, 2] = [B, H, L, d_k]" in result.message
+    assert "Dim 1 is H = 7 heads: yours has 1; dim 2 is L = 5 tokens: yours has 7, which is H." in result.message
+
+
+def test_a_crash_is_explained_without_a_traceback(capsys):
+    result = verdict("split_heads", lambda x, h: x.view(3, 5, 7, 11), capsys)
+    assert not result and "your function raised RuntimeError: shape '[3, 5, 7, 11]' is invalid" in result.message
+
+
+def test_the_message_repeats_from_run_to_run():
+    wrong = WRONG[0][1]
+    assert wt.check_exercise("sinusoidal_table", wrong).message == wt.check_exercise("sinusoidal_table", wrong).message
+
+
+def test_bad_requests_are_refused_clearly():
+    with pytest.raises(ValueError, match="no exercise named 'split_head'; the exercises are: sinusoidal_table"):
+        wt.check_exercise("split_head", lambda x, h: x)
+    with pytest.raises(TypeError, match="pass it without calling it"):
+        wt.check_exercise("split_heads", torch.zeros(2))

@@ -1,0 +1,379 @@
+"""Your turn: exercises that check themselves against the package.
+
+``check_exercise(name, fn)`` runs the student's ``fn`` on a few random sizes (fixed seed, so the
+message repeats), compares each result with what the package computes, and prints what is wrong:
+not a tensor, the wrong shape (which dim), the right shape with wrong values (with a hint when the
+values are a known mistake, such as an inverted mask), or "not yet" for an unwritten stub.
+
+Each exercise below is one small function: it makes inputs, asks the package for the answer, lists
+the typical mistakes (what a wrong solution would return, and the hint for it) and hands them to
+``check_tensor``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+
+from .attention import MultiHeadAttention, scaled_dot_product_attention
+from .data import pad_batch
+from .embedding import sinusoidal_table
+from .layers import AddNorm
+from .loss import sequence_loss
+from .masks import causal_mask, padding_mask, to_blocked
+from .quiz import Question
+from .train import teacher_forcing
+
+NOT_YET = "not yet: write the function above, then run this cell again."
+
+
+class NotYet(Exception):
+    """The student's function is still a stub."""
+
+
+class Wrong(Exception):
+    """What is wrong with the student's result, in words for them."""
+
+
+@dataclass(frozen=True)
+class ExerciseResult:
+    """What ``check_exercise`` found; true when the function is right. The message is printed already."""
+
+    name: str
+    passed: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def _ipython_display_(self) -> None:
+        """Show nothing as a cell's last value: the message was printed (a notebook shows it once)."""
+
+
+class Inputs:
+    """Random sizes and tensors for one check, from a fixed seed."""
+
+    def __init__(self, seed: int = 0):
+        self.random = random.Random(seed)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def sizes(self, count: int, low: int = 2, high: int = 9) -> list[int]:
+        """``count`` different sizes in [low, high): different, so a swapped dim shows."""
+        return self.random.sample(range(low, high), count)
+
+    def randn(self, *shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=self.generator)
+
+    def ids(self, lengths: list[int], avoid: set[int], vocab: int = 20) -> list[list[int]]:
+        """Lists of token ids of the given lengths, none of them in ``avoid`` (the special ids)."""
+        usable = [i for i in range(vocab) if i not in avoid]
+        return [[self.random.choice(usable) for _ in range(length)] for length in lengths]
+
+
+def call(fn: Callable, *args):
+    """The student's result; a stub (NotImplementedError, None, ...) is "not yet", a crash is explained."""
+    try:
+        result = fn(*args)
+    except NotImplementedError as err:
+        raise NotYet from err
+    except Exception as err:  # the student's bug, reported in words rather than a traceback
+        raise Wrong(f"your function raised {type(err).__name__}: {err}") from err
+    if result is None or result is Ellipsis:
+        raise NotYet
+    return result
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same shape and values (compared as float64, so a 0/1 int mask equals a bool one)."""
+    return a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+def number(value: torch.Tensor) -> str:
+    """One entry for a message: True/False for a mask, 4 significant digits otherwise."""
+    return str(value.item()) if value.dtype == torch.bool else f"{value.item():.4g}"
+
+
+def check_tensor(result, expected: torch.Tensor, dims: str, mistakes: dict[str, torch.Tensor] | None = None,
+                 what: str = "your result") -> None:
+    """Raise Wrong naming what differs: type, a known mistake's hint, shape (which dim), values, dtype.
+
+    ``mistakes`` maps a hint to what a solution with that mistake returns for the same inputs.
+    """
+    if not isinstance(result, torch.Tensor):
+        extra = ": return the tensor alone" if isinstance(result, tuple) else ""
+        raise Wrong(f"{what} is a {type(result).__name__}, not a torch tensor{extra}.")
+    for hint, wrong in (mistakes or {}).items():
+        if same(result, wrong) and not same(wrong, expected):  # a "mistake" that happens to be right is none
+            raise Wrong(f"{what}: {hint}")
+    if result.shape != expected.shape:
+        if expected.dim() == 0:
+            raise Wrong(f"{what} should be one number (shape []), but has shape {list(result.shape)}.")
+        detail = Question(expected.shape, dims).what_is_wrong(tuple(result.shape), wrote="yours has")
+        raise Wrong(f"{what} has shape {list(result.shape)}, not {list(expected.shape)} = "
+                    f"[{', '.join(dims.split())}]. {detail}")
+    if not same(result, expected):
+        gap = (result.double() - expected.double()).abs().nan_to_num(nan=math.inf)
+        where = tuple(int(i) for i in torch.unravel_index(gap.argmax(), gap.shape))
+        at = f" at {list(where)}" if where else ""
+        raise Wrong(f"{what} has the right shape but wrong values:{at} {number(result[where])} "
+                    f"instead of {number(expected[where])}.")
+    if expected.dtype == torch.bool and result.dtype != torch.bool:
+        raise Wrong(f"{what} has the right values but dtype {result.dtype}: a mask is bool "
+                    f"(build it from a comparison, or use .bool()).")
+
+
+CASES = 3  # random sizes per exercise
+EXERCISES: dict[str, Callable[[Callable, Inputs], None]] = {}
+
+
+def exercise(name: str):
+    """Register a check under the name the student passes to ``check_exercise``."""
+    def register(check):
+        EXERCISES[name] = check
+        return check
+    return register
+
+
+@exercise("sinusoidal_table")
+def check_sinusoidal_table(fn, inputs):
+    """fn(max_len, d_model) -> PE [max_len, d_model] (notebook 01)."""
+    for max_len, half in zip(inputs.sizes(CASES, 5, 30), inputs.sizes(CASES, 2, 9)):
+        d_model = 2 * half
+        expected = sinusoidal_table(max_len, d_model)  # [max_len, D]
+        sines, cosines = expected[:, 0::2], expected[:, 1::2]  # [max_len, D/2] each
+        angle = torch.arange(max_len)[:, None] / 10000 ** (torch.arange(half) / d_model)  # exponent i/D, not 2i/D
+        mistakes = {
+            "sin and cos are swapped: even columns 2i hold sin, odd columns 2i+1 hold cos.":
+                torch.stack([cosines, sines], -1).flatten(1),
+            "the sines fill the first half and the cosines the second: they interleave, "
+            "sin in column 2i, cos in column 2i+1.": torch.cat([sines, cosines], 1),
+            "the frequencies are off: the exponent is 2i/d_model, with i the pair index (columns 2i and 2i+1).":
+                torch.stack([angle.sin(), angle.cos()], -1).flatten(1),
+        }
+        check_tensor(call(fn, max_len, d_model), expected, "max_len D", mistakes,
+                     f"your table for max_len={max_len}, d_model={d_model}")
+
+
+@exercise("split_heads")
+def check_split_heads(fn, inputs):
+    """fn(x [B, L, D], num_heads) -> [B, H, L, d_k] (notebook 02)."""
+    for _ in range(CASES):
+        batch, length, heads, d_k = inputs.sizes(4)
+        x = inputs.randn(batch, length, heads * d_k)  # [B, L, D]
+        expected = MultiHeadAttention(heads * d_k, heads).split_heads(x, "x")  # [B, H, L, d_k]
+        mistakes = {
+            "the heads are interleaved: did you view straight to [B, H, L, d_k]? "
+            "View to [B, L, H, d_k] first, then transpose(1, 2).": x.view(batch, heads, length, d_k),
+            "each head takes every H-th feature: head h is the block of features h·d_k .. (h+1)·d_k - 1, "
+            "so view to [B, L, H, d_k] (H before d_k).": x.view(batch, length, d_k, heads).permute(0, 3, 1, 2),
+        }
+        check_tensor(call(fn, x, heads), expected, "B H L d_k", mistakes,
+                     f"for x {list(x.shape)} and num_heads={heads}, your result")
+
+
+@exercise("padding_mask")
+def check_padding_mask(fn, inputs):
+    """fn(ids [B, L], pad_id) -> [B, 1, 1, L] bool, True = may attend (notebook 03)."""
+    for pad_id in (0, 3, 7):
+        batch, length = inputs.sizes(2, 3, 9)
+        ids = pad_batch(inputs.ids([inputs.random.randint(1, length) for _ in range(batch - 1)] + [length],
+                                   avoid={pad_id}), pad_id)  # [B, L], the last row full
+        expected = padding_mask(ids, pad_id)  # [B, 1, 1, L]
+        mistakes = {
+            "it is inverted: here True = may attend (a real token), so PAD positions are False. "
+            "(nn.MultiheadAttention's key_padding_mask is the other way round.)": ~expected,
+            "right values, but shape [B, L]: add the two broadcast dims, mask[:, None, None, :], so it fits "
+            "the scores [B, H, L_q, L_k].": expected.view(batch, length),
+        }
+        check_tensor(call(fn, ids, pad_id), expected, "B 1 1 L_k", mistakes,
+                     f"for ids {list(ids.shape)} with pad_id={pad_id}, your mask")
+
+
+@exercise("causal_mask_blocked")
+def check_causal_mask_blocked(fn, inputs):
+    """fn(L) -> [L, L] bool in nn.MultiheadAttention's convention, True = blocked (notebook 03)."""
+    for length in inputs.sizes(CASES, 3, 9):
+        expected = to_blocked(causal_mask(length))  # [L_q, L_k], True above the diagonal
+        ones = torch.ones(length, length, dtype=torch.bool)
+        mistakes = {
+            "it uses True = may attend (this package's convention); nn.MultiheadAttention wants "
+            "True = blocked: invert it.": causal_mask(length),
+            "you blocked the diagonal too: a position may attend to itself, so only keys after it are "
+            "blocked (triu with diagonal=1).": ones.triu(),
+            "you blocked the past instead of the future: the blocked keys are above the diagonal "
+            "(triu, not tril).": ones.tril(-1),
+            "that is the additive float mask (0 / -inf); this exercise wants the bool one, True = blocked.":
+                torch.zeros(length, length).masked_fill(expected, -math.inf),
+        }
+        check_tensor(call(fn, length), expected, "L_q L_k", mistakes, f"for L={length}, your mask")
+
+
+@exercise("cross_attention_scores")
+def check_cross_attention_scores(fn, inputs):
+    """fn(q [B, H, L_tgt, d_k], k [B, H, L_src, d_k]) -> scores [B, H, L_tgt, L_src] (notebook 04)."""
+    for _ in range(CASES):
+        batch, heads, tgt_len, src_len, d_k = inputs.sizes(5, 2, 10)
+        q, k = inputs.randn(batch, heads, tgt_len, d_k), inputs.randn(batch, heads, src_len, d_k)
+        product = q @ k.transpose(-2, -1)  # [B, H, L_tgt, L_src]
+        expected = product / math.sqrt(d_k)
+        _, weights = scaled_dot_product_attention(q, k, inputs.randn(batch, heads, src_len, d_k))
+        torch.testing.assert_close(expected.softmax(-1), weights)  # the package agrees these are its scores
+        mistakes = {
+            "you forgot to divide by √d_k.": product,
+            "you divided by d_k; the scale is √d_k.": product / d_k,
+            "you computed K·Qᵀ: rows must be the target (query) positions, so q @ k.transpose(-2, -1).":
+                k @ q.transpose(-2, -1) / math.sqrt(d_k),
+        }
+        check_tensor(call(fn, q, k), expected, "B H L_tgt L_src", mistakes,
+                     f"for q {list(q.shape)} and k {list(k.shape)}, your scores")
+
+
+def normalise(x, dim, eps, correction=0, eps_inside=True):
+    """(x - mean) / sqrt(var + eps) over ``dim``, with the usual mistakes switchable (a model of wrong answers)."""
+    centred = x - x.mean(dim, keepdim=True)
+    spread = x.var(dim, keepdim=True, correction=correction)
+    return centred / ((spread + eps).sqrt() if eps_inside else spread.sqrt() + eps)
+
+
+@exercise("layer_norm")
+def check_layer_norm(fn, inputs):
+    """fn(x [..., D], gamma [D], beta [D], eps) -> same shape as x (notebook 05)."""
+    for eps in (1e-5, 0.1, 1.0):  # a large eps shows where it goes
+        batch, length, d_model = inputs.sizes(3, 3, 12)
+        x = inputs.randn(batch, length, d_model) * 3 + 1  # [B, L, D], not already normalised
+        norm = AddNorm(d_model, dropout=0.0).norm
+        norm.eps = eps
+        with torch.no_grad():
+            norm.weight.copy_(inputs.randn(d_model))
+            norm.bias.copy_(inputs.randn(d_model))
+            expected = norm(x)  # [B, L, D]
+        gamma, beta = norm.weight.detach().clone(), norm.bias.detach().clone()
+        normalised = partial(normalise, x, eps=eps)
+        mistakes = {
+            "you normalised over the batch dim: LayerNorm normalises each token's D features (dim=-1).":
+                normalised(0) * gamma + beta,
+            "you normalised over the length dim: LayerNorm normalises each token's D features (dim=-1).":
+                normalised(1) * gamma + beta,
+            "you used the unbiased variance (÷(D-1)); LayerNorm divides by D (unbiased=False).":
+                normalised(-1, correction=1) * gamma + beta,
+            "you forgot the learned scale and shift: multiply by gamma, then add beta.": normalised(-1),
+            "eps goes inside the square root: (x - mean) / sqrt(var + eps).":
+                normalised(-1, eps_inside=False) * gamma + beta,
+        }
+        check_tensor(call(fn, x, gamma, beta, eps), expected, "B L D", mistakes,
+                     f"for x {list(x.shape)} and eps={eps}, your result")
+
+
+@exercise("sequence_loss")
+def check_sequence_loss(fn, inputs):
+    """fn(logits [B, L, V], labels [B, L], pad_id) -> the mean loss over real tokens, a scalar (notebook 06)."""
+    for pad_id in (0, 2, 5):
+        batch, length = inputs.sizes(2, 3, 8)
+        vocab = inputs.random.randint(8, 16)  # > pad_id: a PAD label is a class too, when not ignored
+        labels = pad_batch(inputs.ids([inputs.random.randint(1, length) for _ in range(batch - 1)] + [length],
+                                      avoid={pad_id}, vocab=vocab), pad_id)  # [B, L]
+        logits = inputs.randn(batch, length, vocab)  # [B, L, V]
+        expected = sequence_loss(logits, labels, pad_id)
+        per_token = F.cross_entropy(logits.transpose(1, 2), labels, reduction="none")  # [B, L]
+        real = labels != pad_id  # [B, L]
+        mistakes = {
+            "PAD positions count: ignore them (ignore_index=pad_id).": per_token.mean(),
+            "you applied softmax before the loss: cross_entropy takes raw logits (it does log_softmax itself).":
+                sequence_loss(logits.softmax(-1), labels, pad_id),
+            "you summed: the loss is the mean over the real (non-PAD) tokens.": (per_token * real).sum(),
+            "you divided by all B·L positions, PAD included: divide by the number of real tokens.":
+                (per_token * real).sum() / labels.numel(),
+            "you averaged each sentence first: the loss is the mean over all real tokens of the batch.":
+                ((per_token * real).sum(1) / real.sum(1)).mean(),
+        }
+        check_tensor(call(fn, logits, labels, pad_id), expected, "", mistakes,
+                     f"for logits {list(logits.shape)} and pad_id={pad_id}, your loss")
+
+
+@exercise("teacher_forcing")
+def check_teacher_forcing(fn, inputs):
+    """fn(targets, sos_id, eos_id, pad_id) -> (decoder_input [B, L], labels [B, L]) (notebook 07)."""
+    for sos_id, eos_id, pad_id in ((1, 2, 0), (5, 6, 7), (3, 0, 9)):
+        targets = inputs.ids([inputs.random.randint(1, 6) for _ in range(4)], avoid={sos_id, eos_id, pad_id})
+        about = f"for sos_id={sos_id}, eos_id={eos_id}, pad_id={pad_id}"
+        result = call(fn, targets, sos_id, eos_id, pad_id)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise Wrong(f"{about}, return two tensors, (decoder_input, labels); got {type(result).__name__}.")
+        expected_input, expected_labels = teacher_forcing(targets, sos_id, eos_id, pad_id)  # [B, L] each
+        starts = pad_batch([[sos_id] + t for t in targets], pad_id)
+        ends = pad_batch([t + [eos_id] for t in targets], pad_id)
+        if isinstance(result[0], torch.Tensor) and same(result[0], result[1]):
+            raise Wrong(f"{about}, your decoder input and labels are the same: the labels are the input "
+                        f"shifted left by one, so each position predicts the next token.")
+        check_tensor(result[0], expected_input, "B L_tgt", {
+            "it ends with <eos> instead of starting with <sos>: did you shift the wrong way?": ends,
+            "it should start with <sos>: decoder input = <sos> + y.": pad_batch(targets, pad_id),
+        }, f"{about}, your decoder input")
+        check_tensor(result[1], expected_labels, "B L_tgt", {
+            "they start with <sos> instead of ending with <eos>: did you shift the wrong way?": starts,
+            "they miss <eos>: labels = y + <eos>, so the model learns to stop.": pad_batch(targets, pad_id),
+            "they miss <eos> (padded instead): labels = y + <eos>, so the model learns to stop.":
+                pad_batch([t + [pad_id] for t in targets], pad_id),
+        }, f"{about}, your labels")
+
+
+@exercise("cached_attention_step")
+def check_cached_attention_step(fn, inputs):
+    """fn(q [B, H, 1, d_k], k_cache [B, H, t, d_k], v_cache [B, H, t, d_k]) -> context [B, H, 1, d_k] (notebook 08)."""
+    for _ in range(CASES):
+        batch, heads, cached, d_k = inputs.sizes(4, 2, 10)
+        q = inputs.randn(batch, heads, 1, d_k)
+        k, v = inputs.randn(batch, heads, cached, d_k), inputs.randn(batch, heads, cached, d_k)
+        expected, _ = scaled_dot_product_attention(q, k, v)  # [B, H, 1, d_k]
+        mistakes = {
+            "you applied a causal mask as if the query were position 0; a cached step's query is the newest "
+            "position and may see every cached key: no mask. (F.scaled_dot_product_attention's is_causal=True "
+            "does this for a one-row query: it aligns the mask top-left.)":
+                scaled_dot_product_attention(q, k, v, causal_mask(cached)[:1])[0],
+            "you forgot to divide the scores by √d_k.": (q @ k.transpose(-2, -1)).softmax(-1) @ v,
+        }
+        check_tensor(call(fn, q, k, v), expected, "B H 1 d_k", mistakes,
+                     f"for q {list(q.shape)} and a cache of t={cached}, your context")
+
+
+@exercise("expand_kv_heads")
+def check_expand_kv_heads(fn, inputs):
+    """fn(k [B, H_kv, L, d_k], num_heads) -> [B, H, L, d_k], kv head j serving query heads j·g .. j·g+g-1 (09)."""
+    for _ in range(CASES):
+        batch, length, d_k = inputs.sizes(3, 2, 8)
+        kv_heads = inputs.random.randint(2, 4)
+        heads = kv_heads * inputs.random.randint(2, 3)
+        k = inputs.randn(batch, kv_heads, length, d_k)
+        expected = MultiHeadAttention(heads * d_k, heads, num_kv_heads=kv_heads).expand_kv(k, "K")
+        mistakes = {
+            "the K/V heads are tiled (repeat): query head h got K/V head h % H_kv. Each K/V head serves a "
+            "group of consecutive query heads: use repeat_interleave.": k.repeat(1, heads // kv_heads, 1, 1),
+        }
+        check_tensor(call(fn, k, heads), expected, "B H L d_k", mistakes,
+                     f"for k {list(k.shape)} and num_heads={heads}, your result")
+
+
+def check_exercise(name: str, fn: Callable, seed: int = 0) -> ExerciseResult:
+    """Run the student's ``fn`` for exercise ``name`` on random sizes, print what is wrong (or that it is right).
+
+    Returns an ExerciseResult, true when every size passed. ``name`` is one of ``EXERCISES``.
+    """
+    if name not in EXERCISES:
+        raise ValueError(f"no exercise named {name!r}; the exercises are: {', '.join(EXERCISES)}")
+    if not callable(fn):
+        raise TypeError(f"fn must be your function (pass it without calling it), got {type(fn).__name__}")
+    try:
+        EXERCISES[name](fn, Inputs(seed))
+        passed, message = True, f"✓ {name}: right, on {CASES} random sizes."
+    except NotYet:
+        passed, message = False, f"… {name}: {NOT_YET}"
+    except Wrong as wrong:
+        passed, message = False, f"✗ {name}: {wrong}"
+    print(message)
+    return ExerciseResult(name, passed, message)
