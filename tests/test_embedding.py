@@ -1,15 +1,23 @@
 import math
 
+import pytest
 import torch
 
 import walkthrough as wt
 
 
-def test_pe_table_matches_the_formula_and_is_a_buffer(small_cfg):
-    table = wt.sinusoidal_table(50, 16)
-    pos, i = 7, 3
-    assert math.isclose(table[pos, 2 * i], math.sin(pos / 10000 ** (2 * i / 16)), rel_tol=1e-5)
-    assert math.isclose(table[pos, 2 * i + 1], math.cos(pos / 10000 ** (2 * i / 16)), rel_tol=1e-5)
+@pytest.mark.parametrize("max_len,d_model", [(50, 16), (9, 7), (30, 512)])
+def test_pe_table_matches_the_formula_at_every_position_and_dim(max_len, d_model):
+    table = wt.sinusoidal_table(max_len, d_model)
+    assert table.shape == (max_len, d_model)
+    for pos in range(max_len):
+        for dim in range(d_model):
+            angle = pos / 10000 ** (2 * (dim // 2) / d_model)  # dims 2i and 2i+1 share one frequency
+            expected = math.sin(angle) if dim % 2 == 0 else math.cos(angle)  # interleaved: sin, cos, sin, ...
+            assert math.isclose(table[pos, dim], expected, rel_tol=1e-4, abs_tol=1e-4), (pos, dim)
+
+
+def test_pe_is_a_buffer_not_a_parameter(small_cfg):
     model = wt.Transformer(small_cfg)
     names = [n for n, _ in model.named_parameters()]
     assert "src_embed.token.weight" in names and not any("position" in n for n in names)

@@ -1,4 +1,5 @@
 import torch
+from torch import nn
 
 import walkthrough as wt
 
@@ -34,3 +35,10 @@ def test_fully_padded_source_row_and_bfloat16_model_give_finite_logits(small_cfg
     with torch.no_grad():
         assert torch.isfinite(model(src, tgt)).all()
         assert torch.isfinite(model.to(torch.bfloat16)(src, tgt)).all()
+
+
+def test_causal_mask_is_pytorchs_subsequent_mask_read_as_may_attend():
+    for length in (1, 2, 5, 9):
+        blocked = torch.isinf(nn.Transformer.generate_square_subsequent_mask(length))  # True = blocked (PyTorch)
+        assert torch.equal(wt.causal_mask(length), ~blocked)
+        assert torch.equal(wt.to_blocked(wt.causal_mask(length)), blocked)

@@ -8,6 +8,11 @@ from torch import nn
 import walkthrough as wt
 
 
+def torch_causal_blocked(length):
+    """PyTorch's own causal mask, True = blocked (its convention), independent of ours."""
+    return torch.isinf(nn.Transformer.generate_square_subsequent_mask(length))
+
+
 def ragged_ids(lengths, width, vocab, pad_id=0):
     ids = torch.randint(1, vocab, (len(lengths), width))
     for row, n in enumerate(lengths):
@@ -20,7 +25,8 @@ def test_attention_core_equals_sdpa_with_padding_and_causal_masks():
     ids = ragged_ids([6, 4, 2], 6, 10)
     mask = wt.padding_mask(ids, 0) & wt.causal_mask(6)  # [3, 1, 6, 6], True = may attend
     ours, weights = wt.scaled_dot_product_attention(q, k, v, mask)
-    torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    additive = nn.Transformer.generate_square_subsequent_mask(6) + torch.where(ids == 0, -torch.inf, 0.0)[:, None, None]
+    torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v, attn_mask=additive))
     torch.testing.assert_close(weights.sum(-1), torch.ones(3, 4, 6))
     assert weights[2, 0, 5, 2:].abs().max() == 0  # padded keys get no weight
 
@@ -38,7 +44,7 @@ def test_multi_head_attention_equals_nn_multiheadattention(causal):
     attn_mask = None
     if causal:
         mask = mask & wt.causal_mask(5)
-        attn_mask = wt.to_blocked(wt.causal_mask(5))
+        attn_mask = torch_causal_blocked(5)
     expected, expected_weights = ref(x, x, x, key_padding_mask=~(ids != 0), attn_mask=attn_mask,
                                      average_attn_weights=False)
     torch.testing.assert_close(ours(x, x, x, mask), expected)
@@ -68,10 +74,14 @@ def test_model_equals_nn_transformer_at_real_tokens(d_model, heads, d_ff, layers
     with torch.no_grad():
         ours = model.decode(tgt, model.encode(src), src)
         theirs = ref(model.src_embed(src), model.tgt_embed(tgt),
-                     tgt_mask=wt.to_blocked(wt.causal_mask(5)),
+                     tgt_mask=torch_causal_blocked(5),
                      src_key_padding_mask=src == 0, tgt_key_padding_mask=tgt == 0, memory_key_padding_mask=src == 0)
     real = tgt != 0
     torch.testing.assert_close(ours[real], theirs[real], atol=1e-5, rtol=1e-5)
+    head = nn.Linear(d_model, 25)  # a plain linear layer with the head's weights: logits, not probabilities
+    head.load_state_dict(model.generator.proj.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(model(src, tgt)[real], head(theirs)[real], atol=1e-5, rtol=1e-5)
 
 
 def test_load_torch_transformer_rejects_other_sizes(small_cfg):
@@ -89,3 +99,26 @@ def test_forward_is_generator_of_decode_of_encode(small_cfg):
         logits = model(src, tgt)
         torch.testing.assert_close(logits, model.generator(model.decode(tgt, model.encode(src), src)))
     assert logits.shape == (2, 3, 19)
+
+
+def test_output_head_gives_logits_h_times_w_transposed_plus_b(small_cfg):
+    head = wt.Transformer(small_cfg).eval().generator
+    h = torch.randn(2, 3, 32)  # [B, L_tgt, D]
+    weight, bias = head.proj.weight, head.proj.bias  # [V, D], [V]
+    with torch.no_grad():
+        logits = head(h)
+        torch.testing.assert_close(logits, h @ weight.T + bias)  # [B, L_tgt, V]
+    assert not torch.allclose(logits.exp().sum(-1), torch.ones(2, 3))  # scores, not (log-)probabilities
+
+
+@pytest.mark.parametrize("position", [1, 3, 4])
+def test_changing_target_token_t_changes_no_output_before_t(small_cfg, position):
+    model = wt.Transformer(small_cfg).eval()
+    src = torch.randint(1, 23, (2, 6))
+    tgt = torch.randint(1, 19, (2, 5))
+    changed = tgt.clone()
+    changed[:, position] = tgt[:, position] % 18 + 1  # another real (non-PAD) token
+    with torch.no_grad():
+        before, after = model(src, tgt), model(src, changed)
+    torch.testing.assert_close(after[:, :position], before[:, :position])  # the past cannot see the future
+    assert not torch.allclose(after[:, position:], before[:, position:])  # ... while t itself and later do
