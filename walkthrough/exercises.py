@@ -338,7 +338,7 @@ def check_cached_attention_step(fn, inputs):
                 scaled_dot_product_attention(q, k, v, causal_mask(cached)[:1])[0],
             "you forgot to divide the scores by √d_k.": (q @ k.transpose(-2, -1)).softmax(-1) @ v,
         }
-        check_tensor(call(fn, q, k, v), expected, "B H 1 d_k", mistakes,
+        check_tensor(call(fn, q, k, v), expected, "B H L_q d_k", mistakes,
                      f"for q {list(q.shape)} and a cache of t={cached}, your context")
 
 
