@@ -75,7 +75,7 @@ class Question:
         """'[32, 8, 10, 64] = [B, H, L, d_k]: B = 32 sentences, H = 8 heads, ...'."""
         text = str(list(self.shape))
         if any(self.names):
-            text += f" = [{', '.join(name or '?' for name, _ in zip(self.names, self.shape))}]: "
+            text += f" = [{', '.join(name or '?' for name in self.names)}]: "
             text += ", ".join(self.describe(dim) for dim in range(len(self.shape)))
         return text
 
@@ -212,6 +212,7 @@ class ShapeQuestion:
 def ask_shape(prompt: str, expected, dims=None) -> ShapeQuestion:
     """Show ``prompt``, a box for the predicted shape, "check" and "show answer" buttons.
 
-    ``expected``: from running code (``x.shape`` or a traced ``Row``). Make it the cell's last line.
+    ``expected``: from running code (``x.shape`` or a traced ``Row``); ``dims`` as in ``check_shape_answer``.
+    Make the call the cell's last line: the returned question displays itself.
     """
     return ShapeQuestion(prompt, expected, dims)
