@@ -1,0 +1,76 @@
+"""The "why"s notebooks 01-03 demonstrate, checked as package behaviour.
+
+02: a straight view to [B, H, L, d_k] has the right shape and the wrong heads; without ÷√d_k the
+score spread grows as √d_k and softmax rows go one-hot. 03: PyTorch's three mask conventions give
+our output; -inf turns a fully blocked row into NaN where ours stays finite; -1e9 is not a float16.
+01: the embedding's starting scale, times √D, is the size of a PE row.
+"""
+
+import math
+
+import pytest
+import torch
+
+import walkthrough as wt
+from walkthrough.viz import NEAR_ONE_HOT, softmax_saturation
+
+BATCH, LENGTH, D_MODEL, HEADS = 2, 5, 32, 4
+D_K = D_MODEL // HEADS
+
+
+@pytest.fixture
+def attention():
+    torch.manual_seed(0)
+    return wt.MultiHeadAttention(D_MODEL, HEADS).eval()
+
+
+def test_model_split_gives_each_head_its_slice_of_every_token(attention):
+    x = torch.randn(BATCH, LENGTH, D_MODEL)  # [B, L, D]
+    heads = attention.split_heads(x, "x")  # [B, H, L, d_k]
+    for h in range(HEADS):
+        for t in range(LENGTH):
+            torch.testing.assert_close(heads[:, h, t], x[:, t, h * D_K:(h + 1) * D_K])
+
+
+def test_straight_view_has_the_same_shape_and_scrambled_heads(attention):
+    x = torch.randn(BATCH, LENGTH, D_MODEL)  # [B, L, D]
+    right = attention.split_heads(x, "x")  # [B, H, L, d_k]
+    wrong = x.view(BATCH, HEADS, LENGTH, D_K)  # [B, H, L, d_k] by name only
+    assert wrong.shape == right.shape
+    assert not torch.equal(wrong, right)
+    # head 0's second "token row" is really token 0's second piece of d_k features
+    torch.testing.assert_close(wrong[:, 0, 1], x[:, 0, D_K:2 * D_K])
+
+
+def test_wrong_split_changes_the_attention_output(attention):
+    x = torch.randn(BATCH, LENGTH, D_MODEL)  # [B, L, D]
+    q, k, v = attention.w_q(x), attention.w_k(x), attention.w_v(x)  # [B, L, D] each
+    split = [t.view(BATCH, LENGTH, HEADS, D_K).transpose(1, 2) for t in (q, k, v)]  # [B, H, L, d_k] each
+    context, _ = wt.scaled_dot_product_attention(*split)
+    right = attention.w_o(context.transpose(1, 2).reshape(BATCH, LENGTH, D_MODEL))
+    torch.testing.assert_close(right, attention(x, x, x))
+    context, _ = wt.scaled_dot_product_attention(*(t.view(BATCH, HEADS, LENGTH, D_K) for t in (q, k, v)))
+    wrong = attention.w_o(context.reshape(BATCH, LENGTH, D_MODEL))
+    assert (wrong - attention(x, x, x)).abs().max() > 0.01
+
+
+@pytest.mark.parametrize("d_k", [4, 64, 512])
+def test_score_spread_is_sqrt_dk_without_the_scale_and_one_with_it(d_k):
+    numbers = softmax_saturation(d_k, queries=256, keys=10, seed=0)
+    generator = torch.Generator().manual_seed(0)
+    q, k = torch.randn(256, d_k, generator=generator), torch.randn(10, d_k, generator=generator)
+    scores = q @ k.T  # [queries, keys], computed here as the reference
+    assert numbers.std_unscaled == pytest.approx(scores.std().item(), rel=1e-5)
+    assert numbers.std_unscaled == pytest.approx(math.sqrt(d_k), rel=0.15)
+    assert numbers.std_scaled == pytest.approx(1.0, rel=0.15)
+    unscaled = scores.softmax(-1).max(-1).values  # [queries]
+    assert numbers.one_hot_unscaled == int((unscaled > NEAR_ONE_HOT).sum())
+
+
+def test_without_the_scale_rows_go_one_hot_as_d_k_grows():
+    counts = [softmax_saturation(d_k).one_hot_unscaled for d_k in (4, 64, 512)]
+    assert counts == sorted(counts) and counts[0] < counts[-1]
+    at_64 = softmax_saturation(64)
+    assert at_64.one_hot_unscaled > at_64.queries / 2  # the notebook's "most rows near one-hot"
+    assert at_64.one_hot_scaled == 0
+    assert at_64.top_unscaled > 0.8 > 0.5 > at_64.top_scaled
