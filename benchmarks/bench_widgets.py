@@ -41,23 +41,12 @@ def explorer_factories(trainer) -> dict[str, object]:
     return factories
 
 
-def controls(explorer) -> list[ipywidgets.ValueWidget]:
-    """The explorer's sliders and number boxes, found by walking its widget tree."""
-    found, todo = [], [explorer]
-    while todo:
-        w = todo.pop(0)
-        if isinstance(w, (ipywidgets.IntSlider, ipywidgets.FloatSlider, ipywidgets.BoundedIntText,
-                          ipywidgets.IntText, ipywidgets.Dropdown)):
-            found.append(w)
-        todo.extend(getattr(w, "children", ()))
-    return found
-
-
 def targets(control, moves: int) -> list:
     """``moves`` values spread over the control's range (the largest sizes included), then the default."""
-    if isinstance(control, ipywidgets.Dropdown):
+    if isinstance(control, (ipywidgets.Dropdown, ipywidgets.SelectionSlider)):
         values = [v for _, v in control.options] if isinstance(control.options[0], tuple) else list(control.options)
-        return [v for v in values if v != control.value][:moves] + [control.value]
+        spread = [values[k * (len(values) - 1) // max(moves - 1, 1)] for k in range(moves)]
+        return [v for v in spread if v != control.value] + [control.value]
     low, high, step = control.min, control.max, getattr(control, "step", 1) or 1
     spread = [low + (high - low) * k // max(moves - 1, 1) for k in range(moves)]
     snapped = [min(high, low + round((v - low) / step) * step) for v in spread]
@@ -67,14 +56,13 @@ def targets(control, moves: int) -> list:
 def time_moves(explorer, moves: int) -> tuple[list[float], list[float], int]:
     """Wall and CPU seconds of each move; also how many moves ended in a message instead of output."""
     walls, cpus, messages = [], [], 0
-    out = widgets.output_of(explorer) if hasattr(widgets, "output_of") else explorer.children[-1]
-    for control in controls(explorer):
+    for control in explorer.controls:
         for value in targets(control, moves):
             wall, cpu = time.perf_counter(), time.process_time()
             control.value = value
             walls.append(time.perf_counter() - wall)
             cpus.append(time.process_time() - cpu)
-            messages += any("⚠" in o.get("data", {}).get("text/plain", "") for o in out.outputs)
+            messages += "⚠" in explorer.text()
     return walls, cpus, messages
 
 

@@ -1,7 +1,12 @@
-"""Figures for the notebooks: heatmaps with token labels (Chinese included), PE plots, curves.
+"""Figures for the notebooks: heatmaps with token labels (Chinese included), PE plots, curves, and
+pictures of the head split and of softmax without its scale.
 
 Every function returns a matplotlib ``Figure`` built without pyplot, so nothing is drawn twice
 and nothing leaks between cells; a notebook shows it by leaving it as the cell's last value.
+
+``layout``: a figure a notebook shows once uses matplotlib's constrained layout (no label is ever
+clipped); the explorers redraw on every slider move and pass ``layout=None`` (fixed margins, about
+twice as fast to draw).
 """
 
 from __future__ import annotations
@@ -10,18 +15,26 @@ import functools
 import math
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
+import numpy as np
 import torch
-from matplotlib import font_manager
+from matplotlib import colormaps, font_manager
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
+from .config import ModelConfig, check_positive_int
 from .embedding import sinusoidal_table
 
 _SYSTEM_CJK_FONTS = ("Noto Sans CJK SC", "WenQuanYi Micro Hei", "Microsoft YaHei", "SimHei", "PingFang SC",
                      "Heiti SC", "Source Han Sans SC")
+MASKED_COLOUR = "#c8c8c8"  # blocked cells: grey and hatched, so a masked cell never passes for a low score
+PROBABILITY = "probability (attention weight)"
+NEAR_ONE_HOT = 0.9  # a softmax row whose largest weight is above this attends to one key only
 
 
 @functools.cache
@@ -64,27 +77,60 @@ def _cjk(draw):
     return wrapper
 
 
-def _as_numpy(matrix):
+def _as_numpy(matrix) -> np.ndarray:
+    """A 2-D tensor or array as a float numpy array (a copy, so it can be edited)."""
     if isinstance(matrix, torch.Tensor):
-        matrix = matrix.detach().float().cpu()
         if matrix.dim() != 2:
             raise ValueError(f"matrix must be 2-D to draw, got shape {list(matrix.shape)}; pick one head/sentence")
-        return matrix.numpy()
-    return matrix
+        return matrix.detach().float().cpu().numpy().copy()
+    return np.array(matrix, dtype=float)
+
+
+def _allowed(mask, shape: tuple[int, ...]) -> np.ndarray:
+    """A mask (True = may attend) as a bool array of ``shape``, or a clear error."""
+    allowed = mask.detach().cpu().numpy() if isinstance(mask, torch.Tensor) else np.asarray(mask)
+    if allowed.dtype != bool:
+        raise TypeError(f"mask must be bool (True = may attend), got {allowed.dtype}; for a 0/1 mask use mask.bool()")
+    try:
+        return np.broadcast_to(allowed, shape)
+    except ValueError:
+        raise ValueError(f"mask shape {list(allowed.shape)} does not fit the matrix {list(shape)}: "
+                         f"give one True/False per cell, [L_q, L_k]") from None
+
+
+def _palette(count: int) -> np.ndarray:
+    """``count`` distinct colours as RGB rows [count, 3]: one per head."""
+    cmap = colormaps["tab10" if count <= 10 else "tab20"]
+    return np.array([to_rgb(cmap(i % cmap.N)) for i in range(count)])
 
 
 @_cjk
 def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | None = None, title: str = "",
             ax=None, cmap: str = "viridis", annotate: bool = False, fmt: str = "{:.2f}", xlabel: str = "",
-            ylabel: str = "", vmin: float | None = None, vmax: float | None = None):
-    """Draw a 2-D tensor with row and column labels. Returns the Figure (new, unless ``ax`` is given)."""
+            ylabel: str = "", vmin: float | None = None, vmax: float | None = None, mask=None,
+            colorbar: bool = True, colorbar_label: str = "", layout: str | None = "constrained"):
+    """Draw a 2-D tensor [rows, cols] with row and column labels. Returns the Figure (new, unless ``ax`` is given).
+
+    ``mask`` (bool [rows, cols] or broadcastable, True = may attend as everywhere in this package):
+    blocked cells, and NaN cells, are drawn grey and hatched, so a masked cell never looks like a low
+    score. ``colorbar_label`` names what the colour means (for attention: ``viz.PROBABILITY``).
+    """
     data = _as_numpy(matrix)
+    blocked = np.isnan(data)
+    if mask is not None:
+        blocked |= ~_allowed(mask, data.shape)
+        data[blocked] = np.nan
+    if blocked.all() and vmin is None and vmax is None:
+        vmin, vmax = 0.0, 1.0  # nothing left to scale by
+    n_rows, n_cols = data.shape
     if ax is None:
-        n_rows, n_cols = data.shape
-        fig = Figure(figsize=(min(1.6 + 0.55 * n_cols, 12), min(1.2 + 0.45 * n_rows, 9)), layout="constrained")
+        fig = Figure(figsize=(min(1.6 + 0.55 * n_cols, 12), min(1.2 + 0.45 * n_rows, 9)), layout=layout)
         ax = fig.add_subplot()
-    image = ax.imshow(data, cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax)
-    for labels, axis, size in ((rows, ax.yaxis, data.shape[0]), (cols, ax.xaxis, data.shape[1])):
+    if blocked.any():  # the image leaves NaN cells transparent: this hatched sheet shows through them
+        ax.add_patch(Rectangle((-0.5, -0.5), n_cols, n_rows, facecolor=MASKED_COLOUR, edgecolor="#808080",
+                               hatch="//", linewidth=0, zorder=0))
+    image = ax.imshow(data, cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax, interpolation="nearest", zorder=1)
+    for labels, axis, size in ((rows, ax.yaxis, n_rows), (cols, ax.xaxis, n_cols)):
         if labels is not None:
             if len(labels) != size:
                 raise ValueError(f"{len(labels)} labels for {size} rows/columns: give one label each")
@@ -92,79 +138,108 @@ def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | Non
             slanted = axis is ax.xaxis and max(len(label) for label in labels) > 3  # long words would overlap
             axis.set_ticklabels(list(labels), **({"rotation": 45, "ha": "right"} if slanted else {}))
     if annotate:
-        for i in range(data.shape[0]):
-            for j in range(data.shape[1]):
-                if math.isnan(data[i, j]):
-                    continue
-                red, green, blue, _ = image.cmap(image.norm(data[i, j]))
-                dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5  # perceived brightness of the cell
-                ax.text(j, i, fmt.format(data[i, j]), ha="center", va="center", fontsize=8,
-                        color="white" if dark else "black")
+        for i, j in zip(*np.nonzero(~np.isnan(data))):
+            red, green, blue, _ = image.cmap(image.norm(data[i, j]))
+            dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5  # perceived brightness of the cell
+            ax.text(j, i, fmt.format(data[i, j]), ha="center", va="center", fontsize=8,
+                    color="white" if dark else "black")
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.figure.colorbar(image, ax=ax, shrink=0.8)
+    if colorbar:
+        note = "hatched = masked" if blocked.any() else ""
+        label = "\n".join(part for part in (colorbar_label, note) if part)
+        ax.figure.colorbar(image, ax=ax, shrink=0.8, label=label)
     return ax.figure
 
 
 @_cjk
 def attention_heads(weights: torch.Tensor, query_tokens: Sequence[str], key_tokens: Sequence[str],
-                    title: str = "attention weights", columns: int = 4) -> Figure:
-    """weights [H, L_q, L_k] -> one heatmap per head, queries down, keys across."""
-    if weights.dim() != 3:
-        raise ValueError(f"weights must be [H, L_q, L_k] (one sentence), got {list(weights.shape)}; "
+                    title: str = "attention weights", columns: int = 4, mask=None,
+                    layout: str | None = "constrained") -> Figure:
+    """weights [H, L_q, L_k] -> one heatmap per head, queries down, keys across, on one colour scale.
+
+    Every panel runs from 0 to the largest weight of any head, so a head that looks sharper is
+    sharper. ``mask`` (bool, True = may attend, broadcastable to [H, L_q, L_k]: [L_q, L_k] for a
+    causal mask, [1, 1, L_k] for padding) draws blocked cells grey and hatched.
+    """
+    if not isinstance(weights, torch.Tensor) or weights.dim() != 3:
+        shape = list(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
+        raise ValueError(f"weights must be [H, L_q, L_k] (one sentence), got {shape}; "
                          f"index the batch first, e.g. weights[0]")
+    allowed = None if mask is None else _allowed(mask, tuple(weights.shape))
+    shown = weights.detach().float()
+    top = shown[torch.from_numpy(allowed.copy())] if allowed is not None else shown
+    vmax = float(top.max()) if top.numel() else 1.0
     heads = weights.size(0)
     columns = min(columns, heads)
     grid_rows = -(-heads // columns)
-    fig = Figure(figsize=(3.2 * columns, 2.8 * grid_rows), layout="constrained")
-    for h, ax in enumerate(fig.subplots(grid_rows, columns, squeeze=False).flat):
+    fig = Figure(figsize=(3.2 * columns, 2.8 * grid_rows), layout=layout)
+    axes = list(fig.subplots(grid_rows, columns, squeeze=False).flat)
+    for h, ax in enumerate(axes):
         if h >= heads:
             ax.axis("off")
             continue
-        heatmap(weights[h], query_tokens, key_tokens, title=f"head {h}", ax=ax, cmap="Blues")
-    fig.suptitle(title)
+        heatmap(shown[h], query_tokens, key_tokens, title=f"head {h}", ax=ax, cmap="Blues", vmin=0.0, vmax=vmax,
+                mask=None if allowed is None else allowed[h], colorbar=False, xlabel="key", ylabel="query")
+    note = " (hatched = masked)" if allowed is not None and not allowed.all() else ""
+    fig.colorbar(axes[0].images[0], ax=axes[:heads], shrink=0.8, label=PROBABILITY)
+    fig.suptitle(f"{title}: one colour scale for all heads{note}")
     return fig
 
 
 @_cjk
-def mask_figure(masks: dict[str, torch.Tensor], tokens: Sequence[str],
-                key_tokens: Sequence[str] | None = None) -> Figure:
-    """Several [L_q, L_k] masks side by side, each cell printed as 1/0 so the convention is explicit."""
-    fig = Figure(figsize=(3.4 * len(masks), 3.2), layout="constrained")
+def mask_figure(masks: dict[str, torch.Tensor], tokens: Sequence[str], key_tokens: Sequence[str] | None = None,
+                annotate: bool = True, layout: str | None = "constrained") -> Figure:
+    """Several [L_q, L_k] masks side by side: dark = 1, light = 0, each cell printed as 1/0 when ``annotate``
+    so the convention is explicit (the titles say which convention each mask follows)."""
+    fig = Figure(figsize=(3.4 * len(masks), 3.2), layout=layout)
     for ax, (title, mask) in zip(fig.subplots(1, len(masks), squeeze=False).flat, masks.items()):
-        heatmap(mask.int(), tokens, key_tokens or tokens, title=title, ax=ax, cmap="Greys", annotate=True,
-                fmt="{:.0f}", xlabel="key (attended to)", ylabel="query")
+        heatmap(mask.int(), tokens, key_tokens or tokens, title=title, ax=ax, cmap="Greys", annotate=annotate,
+                fmt="{:.0f}", xlabel="key (attended to)", ylabel="query", vmin=0, vmax=1.6, colorbar=False)
+    if layout is None:
+        fig.subplots_adjust(left=0.08, right=0.98, bottom=0.2, top=0.84, wspace=0.35)
+    if not annotate:
+        fig.suptitle("dark = 1, light = 0", fontsize=9)
     return fig
 
 
 @_cjk
-def pe_figure(length: int, d_model: int) -> Figure:
-    """The PE table [length, d_model] as a heatmap, and four of its sine columns (from 0 to D/2) as curves."""
-    curves = sorted({2 * (d_model * share // 16) for share in (0, 1, 2, 4)})
+def pe_figure(length: int, d_model: int, layout: str | None = "constrained") -> Figure:
+    """The PE table [length, d_model] as a heatmap, and four of its sine columns (from 0 to D/2) as curves.
+
+    Columns 2i and 2i+1 share the frequency 1 / 10000^(2i/D): the curves name both the column and i.
+    """
+    check_positive_int("length", length)
+    check_positive_int("d_model", d_model)
+    columns = sorted({2 * (d_model * share // 16) for share in (0, 1, 2, 4)})
     table = sinusoidal_table(length, d_model)  # [L, D]
-    fig = Figure(figsize=(11, 3.6), layout="constrained")
+    fig = Figure(figsize=(11, 3.6), layout=layout)
     left, right = fig.subplots(1, 2, width_ratios=(1.4, 1))
-    heatmap(table, title=f"PE table [{length}, {d_model}]", ax=left, cmap="RdBu", xlabel="feature i",
-            ylabel="position")
-    for i in curves:
-        if i < d_model:
-            right.plot(table[:, i].numpy(), label=f"dim {i}")
+    heatmap(table, title=f"PE table [{length}, {d_model}]", ax=left, cmap="RdBu", vmin=-1, vmax=1,
+            xlabel="feature index (columns 2i, 2i+1 share a frequency)", ylabel="position", colorbar_label="PE value")
+    for column in columns:
+        if column < d_model:
+            right.plot(table[:, column].numpy(), label=f"column {column} (i = {column // 2})")
     right.set_xlabel("position")
-    right.set_title("a few columns: low dims wiggle fast, high dims slowly")
-    right.legend(fontsize=8)
+    right.set_ylabel("PE value")
+    right.set_title("low columns wiggle fast, high ones slowly")
+    right.legend(fontsize=8, loc="lower left")
+    if layout is None:
+        fig.subplots_adjust(left=0.07, right=0.98, bottom=0.15, top=0.9, wspace=0.25)
     return fig
 
 
 @_cjk
 def curve_figure(series: dict[str, Sequence[float]], xlabel: str = "step", title: str = "",
                  logy: bool = False) -> Figure:
-    """One line per named series (loss, learning rate, ...), each in its own panel."""
+    """One line per named series (loss, learning rate, ...), each in its own panel, named on its y-axis."""
     fig = Figure(figsize=(5 * len(series), 3.2), layout="constrained")
     for ax, (name, values) in zip(fig.subplots(1, len(series), squeeze=False).flat, series.items()):
         ax.plot(list(values))
         ax.set_title(name)
         ax.set_xlabel(xlabel)
+        ax.set_ylabel(name)
         if logy:
             ax.set_yscale("log")
     if title:
@@ -191,12 +266,231 @@ def lines_figure(x: Sequence[float], series: dict[str, Sequence[float]], xlabel:
 
 
 @_cjk
-def bar_figure(labels: Sequence[str], values: Sequence[float], title: str = "", ax=None):
+def bar_figure(labels: Sequence[str], values: Sequence[float], title: str = "", ax=None,
+               xlabel: str = "probability", ylabel: str = "token"):
     """Horizontal bars, largest on top: the top candidates of one decoding step."""
     if ax is None:
-        fig = Figure(figsize=(4, 0.35 * len(labels) + 1), layout="constrained")
+        fig = Figure(figsize=(4, 0.35 * len(labels) + 1.3), layout="constrained")
         ax = fig.add_subplot()
     ax.barh(list(labels)[::-1], list(values)[::-1])
     ax.set_title(title, fontsize=9)
     ax.set_xlim(0, 1)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     return ax.figure
+
+
+# --- the head split: where each feature goes ---------------------------------------------------------------
+
+def _check_split(length: int, d_model: int, heads: int) -> int:
+    """d_k for a valid split, or the error every other part of the package gives."""
+    check_positive_int("length", length)
+    return ModelConfig(d_model=d_model, num_heads=heads).d_k
+
+
+def _rows_apart(owner: np.ndarray, colours: np.ndarray, row_px: int = 4) -> np.ndarray:
+    """owner [L, W] (head index per cell, -1 = gap) -> RGB image, each token ``row_px`` tall with a white line
+    under it, so the rows (tokens) can be counted."""
+    rgb = np.ones((*owner.shape, 3))
+    rgb[owner >= 0] = colours[owner[owner >= 0]]
+    tall = np.repeat(rgb, row_px, axis=0)
+    tall[row_px - 1::row_px] = 1.0
+    return tall
+
+
+def _side_by_side(blocks: list[np.ndarray], gap: int, axis: int) -> np.ndarray:
+    """Owner blocks joined along ``axis`` with ``gap`` empty (-1) cells between them."""
+    pieces = []
+    for i, block in enumerate(blocks):
+        if i:
+            shape = list(block.shape)
+            shape[axis] = gap
+            pieces.append(np.full(shape, -1))
+        pieces.append(block)
+    return np.concatenate(pieces, axis=axis)
+
+
+def _grid(blocks: list[np.ndarray], columns: int, row_gap: int, column_gap: int) -> np.ndarray:
+    """Equal owner blocks laid out ``columns`` to a row, with empty cells between them (the last row padded)."""
+    blank = np.full_like(blocks[0], -1)
+    padded = blocks + [blank] * (-len(blocks) % columns)
+    rows = [_side_by_side(padded[i:i + columns], column_gap, axis=1) for i in range(0, len(padded), columns)]
+    return _side_by_side(rows, row_gap, axis=0)
+
+
+@_cjk
+def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
+                       layout: str | None = "constrained") -> Figure:
+    """The split chain as blocks with labelled sides, one colour per head, for one of the B sentences:
+
+    x [B, L, D] -> view [B, L, H, d_k] (each token's row cut into H pieces) -> transpose(1, 2)
+    [B, H, L, d_k] (H separate [L, d_k] matrices, one per head, each holding every token).
+
+    Which head each feature lands in is read off the real ``view`` and ``transpose`` applied to a
+    tensor of head numbers, and the shapes in the titles come from running them on the meta device.
+    """
+    check_positive_int("batch", batch)
+    d_k = _check_split(length, d_model, heads)
+    x = torch.empty(batch, length, d_model, device="meta")
+    viewed = x.view(batch, length, heads, d_k)  # [B, L, H, d_k]
+    moved = viewed.transpose(1, 2)  # [B, H, L, d_k]
+    owner = torch.empty(length, d_model, dtype=torch.long)  # [L, D]: which head each feature of a token joins
+    for h in range(heads):
+        owner.view(length, heads, d_k).transpose(0, 1)[h] = h
+    per_head = list(owner.view(length, heads, d_k).transpose(0, 1).numpy())  # H x [L, d_k]
+    colours = _palette(heads)
+    columns, row_gap, column_gap = min(heads, 4), max(1, length // 3), max(1, d_k // 4)
+    images = (_rows_apart(owner.numpy(), colours),
+              _rows_apart(_side_by_side(per_head, max(1, d_model // (heads * 6)), axis=1), colours),
+              _rows_apart(_grid(per_head, columns, row_gap, column_gap), colours))
+    fig = Figure(figsize=(10, 3.3), layout=layout)
+    axes = fig.subplots(1, 3, width_ratios=(1.1, 1.2, 1))
+    titles = (f"x  [B, L, D]\n{list(x.shape)}", f"view  [B, L, H, d_k]\n{list(viewed.shape)}",
+              f"transpose(1, 2)  [B, H, L, d_k]\n{list(moved.shape)}")
+    sides = ((f"D = {d_model}", f"L = {length}"), (f"H = {heads} pieces of d_k = {d_k}", f"L = {length}"),
+             (f"H = {heads} heads, each [L, d_k] = [{length}, {d_k}]", ""))
+    for ax, image, title, (across, down) in zip(axes, images, titles, sides):
+        ax.imshow(image, aspect="auto", interpolation="nearest")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel(across, fontsize=9)
+        ax.set_ylabel(down, fontsize=9)
+        for step in (1, 2):  # the other B - 1 sentences, stacked behind this one
+            ax.add_patch(Rectangle((0.02 * step, 0.03 * step), 1, 1, transform=ax.transAxes, clip_on=False,
+                                   facecolor="#eeeeee", edgecolor="#999999", zorder=-step))
+    for h in range(heads):  # the grid's pixels: each token row is 4 tall (see _rows_apart)
+        row, col = divmod(h, columns)
+        axes[2].text(col * (d_k + column_gap) + d_k / 2 - 0.5, 4 * (row * (length + row_gap) + length / 2) - 0.5,
+                     f"head {h}", ha="center", va="center", fontsize=7, color="white",
+                     bbox={"facecolor": "black", "alpha": 0.55, "linewidth": 0, "pad": 1})
+    fig.supxlabel(f"one of the B = {batch} sentences drawn; the sheets behind it stand for the others", fontsize=8)
+    if layout is None:
+        fig.subplots_adjust(left=0.03, right=0.98, bottom=0.16, top=0.8, wspace=0.15)
+    return fig
+
+
+def _head_zero(owner: np.ndarray) -> str:
+    """Which tokens' features sit in head 0, in words: 'every token, features 0–63' or per token."""
+    spans = []
+    for token, row in enumerate(owner):
+        columns = np.flatnonzero(row == 0)
+        if columns.size:
+            spans.append((token, int(columns[0]), int(columns[-1])))
+    if len({(first, last) for _, first, last in spans}) == 1 and len(spans) == owner.shape[0]:
+        return f"every token, features {spans[0][1]}–{spans[0][2]}"
+    words = [f"token {t}: features {first}–{last}" for t, first, last in spans[:3]]
+    return "; ".join(words) + ("; …" if len(spans) > 3 else "")
+
+
+@_cjk
+def head_slices_figure(length: int, d_model: int, heads: int, tokens: Sequence[str] | None = None,
+                       layout: str | None = "constrained") -> Figure:
+    """One sentence's [L, D] matrix, each cell coloured by the head it lands in, for the right split
+    (view [L, H, d_k] then transpose) and the wrong one (view [H, L, d_k] directly); head 0 outlined.
+
+    Both give heads of the same shape [H, L, d_k]; only the right one gives every head every token.
+    """
+    d_k = _check_split(length, d_model, heads)
+    if tokens is not None and len(tokens) != length:
+        raise ValueError(f"{len(tokens)} tokens for length={length}: give one token per position")
+    right = torch.empty(length, d_model, dtype=torch.long)  # [L, D]: head of each feature, right split
+    wrong = torch.empty(length, d_model, dtype=torch.long)  # [L, D]: the same, wrong split
+    for h in range(heads):
+        right.view(length, heads, d_k).transpose(0, 1)[h] = h  # [H, L, d_k] via view + transpose
+        wrong.view(heads, length, d_k)[h] = h  # [H, L, d_k] via one view: the memory order is [L, D]
+    colours = _palette(heads)
+    colours[1:] = 0.55 * colours[1:] + 0.45  # the other heads paler, so head 0 stands out
+    fig = Figure(figsize=(11, 3.6), layout=layout)
+    panels = fig.subplots(1, 2)
+    row_px = 4
+    for ax, owner, name in ((panels[0], right, "right: view [L, H, d_k], then transpose"),
+                            (panels[1], wrong, "wrong: view [H, L, d_k] directly")):
+        owner = owner.numpy()
+        ax.imshow(_rows_apart(owner, colours, row_px), aspect="auto", interpolation="nearest",
+                  extent=(-0.5, d_model - 0.5, length - 0.5, -0.5))
+        ax.contour(np.arange(d_model), np.arange(length), (owner == 0).astype(float), levels=[0.5],
+                   colors="black", linewidths=1.5)
+        ax.set_title(f"{name}\nhead 0 gets {_head_zero(owner)}", fontsize=9)
+        ax.set_xlabel(f"feature (column of D = {d_model}; d_k = {d_k} per head)")
+        ax.set_ylabel("token (row of L)")
+        ax.set_xticks(range(0, d_model, d_k) if heads <= 16 else range(0, d_model, d_k * 2))
+        ax.set_yticks(range(length), list(tokens) if tokens is not None else range(length))
+    handles = [Rectangle((0, 0), 1, 1, facecolor=colours[h]) for h in range(heads)]
+    fig.legend(handles, [f"head {h}" for h in range(heads)], loc="outside right center" if layout else "right",
+               fontsize=8, title="lands in")
+    if layout is None:
+        fig.subplots_adjust(left=0.06, right=0.88, bottom=0.15, top=0.82, wspace=0.2)
+    return fig
+
+
+# --- softmax without ÷√d_k ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Saturation:
+    """What ÷√d_k does to softmax, measured on random unit-variance queries and keys (fixed seed).
+
+    ``weights_*`` are [queries, keys]: each row one query's softmax over the keys.
+    """
+
+    d_k: int
+    queries: int
+    keys: int
+    std_unscaled: float
+    std_scaled: float
+    top_unscaled: float  # the largest weight in a row, averaged over the rows
+    top_scaled: float
+    one_hot_unscaled: int  # rows whose largest weight exceeds NEAR_ONE_HOT
+    one_hot_scaled: int
+    weights_unscaled: torch.Tensor
+    weights_scaled: torch.Tensor
+
+    def __repr__(self) -> str:
+        lines = [f"d_k = {self.d_k}: {self.queries} random queries, each over {self.keys} keys",
+                 f"{'':32}{'q·k':>10}{'q·k / √d_k':>14}",
+                 f"{'score std':32}{self.std_unscaled:10.2f}{self.std_scaled:14.2f}",
+                 f"{'largest weight per row (mean)':32}{self.top_unscaled:10.2f}{self.top_scaled:14.2f}",
+                 f"{f'rows near one-hot (> {NEAR_ONE_HOT})':32}{self.one_hot_unscaled:10d}{self.one_hot_scaled:14d}"]
+        return "\n".join(lines)
+
+
+def softmax_saturation(d_k: int, queries: int = 256, keys: int = 10, seed: int = 0) -> Saturation:
+    """Scores q·kᵀ with and without ÷√d_k for random q [queries, d_k] and k [keys, d_k] (entries N(0, 1)).
+
+    Without the scale the score std grows as √d_k, so softmax puts nearly all weight on one key.
+    """
+    for name, value in (("d_k", d_k), ("queries", queries), ("keys", keys)):
+        check_positive_int(name, value)
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(queries, d_k, generator=generator)  # [queries, d_k]
+    k = torch.randn(keys, d_k, generator=generator)  # [keys, d_k]
+    scores = q @ k.T  # [queries, keys]
+    unscaled, scaled = scores.softmax(-1), (scores / math.sqrt(d_k)).softmax(-1)
+    return Saturation(
+        d_k, queries, keys, scores.std().item(), (scores / math.sqrt(d_k)).std().item(),
+        unscaled.max(-1).values.mean().item(), scaled.max(-1).values.mean().item(),
+        int((unscaled.max(-1).values > NEAR_ONE_HOT).sum()), int((scaled.max(-1).values > NEAR_ONE_HOT).sum()),
+        unscaled, scaled)
+
+
+@_cjk
+def softmax_scale_figure(d_k: int, shown: int = 8, layout: str | None = "constrained") -> Figure:
+    """The softmax weights of the first ``shown`` queries of ``softmax_saturation(d_k)``, without and with
+    ÷√d_k, on one colour scale (0 to 1): without the scale most rows are one dark cell."""
+    check_positive_int("shown", shown)
+    numbers = softmax_saturation(d_k)
+    if shown > numbers.queries:
+        raise ValueError(f"shown={shown} is more than the {numbers.queries} queries measured; show fewer")
+    fig = Figure(figsize=(8, 2.9), layout=layout)
+    panels = fig.subplots(1, 2)
+    key_names = [f"k{j}" for j in range(numbers.keys)]
+    query_names = [f"q{i}" for i in range(shown)]
+    for ax, weights, title in ((panels[0], numbers.weights_unscaled, f"softmax(q·k), std {numbers.std_unscaled:.1f}"),
+                               (panels[1], numbers.weights_scaled,
+                                f"softmax(q·k / √{d_k}), std {numbers.std_scaled:.1f}")):
+        heatmap(weights[:shown], query_names, key_names, title=title, ax=ax, cmap="Blues", vmin=0, vmax=1,
+                colorbar=False, xlabel="key", ylabel="query")
+    if layout is None:  # before the colorbar, which takes its room from the panels as they are placed
+        fig.subplots_adjust(left=0.07, right=0.98, bottom=0.17, top=0.88, wspace=0.3)
+    fig.colorbar(panels[0].images[0], ax=list(panels), shrink=0.85, label="probability")
+    return fig

@@ -1,14 +1,24 @@
 """Sliders that re-run the real model (on the meta device) and redraw: one explorer per notebook.
 
-Every explorer shows a bad combination as a message in place of its output, never a traceback.
+Every explorer asks the student to predict before moving anything (its question sits above the
+controls), keeps the controls beside what they change, and shows a bad combination as a one-line
+message in place of its output, never a traceback. Default sizes come from the package itself:
+``ModelConfig``'s fields (the paper's base model) and ``trace_shapes``' batch and lengths (the
+source articles' B = 32, L_src = 10, L_tgt = 4).
+
+A new explorer is ``explorer([_slider(...), ...], render, question)``: ``render`` takes the controls'
+values by their names and returns what to show (a figure, a table, text, or a tuple of them).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
+import functools
 import html
+import inspect
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import ipywidgets as widgets
 import torch
@@ -23,68 +33,146 @@ from .model import Transformer
 from .trace import ShapeTable, shape_map, trace_shapes
 from .train import cross_attention_map
 
+BASE = ModelConfig()  # the field defaults: the paper's base model, vocabularies of 30000 as in the source articles
+SIZES = {name: p.default for name, p in inspect.signature(trace_shapes).parameters.items()
+         if p.default is not p.empty}  # batch, src_len, tgt_len: the source articles' sizes
+FIGURE_DPI = 72  # explorer figures: small enough to sit beside their controls on a 1366x768 projector
+CONTROLS_WIDTH = "250px"
+
 
 def _slider(name: str, value: int, low: int, high: int, step: int = 1) -> widgets.IntSlider:
-    return widgets.IntSlider(value=value, min=low, max=high, step=step, description=name,
-                             continuous_update=False, style={"description_width": "initial"})
+    """An integer slider called ``name`` (the keyword ``render`` receives its value by), starting at ``value``.
 
-
-def explorer(controls: list[widgets.Widget], render: Callable[..., object]) -> widgets.VBox:
-    """Controls above an output area; ``render(**values)`` runs on every change and what it returns
-    (one object or a tuple) replaces the output. Errors from bad combinations become a one-line message.
-
-    The output is set directly rather than captured with ``with out:``, so it works the same in a
-    kernel, in Voilà and in a plain test.
+    It reports only when released (``continuous_update=False``), so a drag costs one render, not dozens.
     """
-    out = widgets.Output()
+    return widgets.IntSlider(value=value, min=low, max=high, step=step, description=name,
+                             continuous_update=False, style={"description_width": "initial"},
+                             layout=widgets.Layout(width=CONTROLS_WIDTH))
+
+
+class Explorer(widgets.VBox):
+    """The question on top; below it the controls in a column, with their output beside them.
+
+    ``controls``: the value widgets, each named by its ``description``; ``outputs``: one output
+    area per part ``render`` returned (a figure, a table, text), side by side, wrapping on a narrow
+    screen. ``control(name)`` finds a control, ``text()`` is what the outputs show (for tests).
+    """
+
+    def __init__(self, controls: Sequence[widgets.Widget], question: str):
+        self.controls = list(controls)
+        self.outputs: list[widgets.Output] = []
+        self._parts = widgets.Box(layout=widgets.Layout(display="flex", flex_flow="row wrap",
+                                                        align_items="flex-start", flex="1 1 auto"))
+        column = widgets.VBox(self.controls, layout=widgets.Layout(flex="0 0 auto", width="auto"))
+        prompt = widgets.HTML(f"<p style='margin:0 0 4px 0'><b>Predict first.</b> {html.escape(question)}</p>")
+        body = widgets.HBox([column, self._parts], layout=widgets.Layout(align_items="flex-start"))
+        super().__init__([prompt, body] if question else [body])
+
+    def control(self, name: str) -> widgets.Widget:
+        for w in self.controls:
+            if w.description == name:
+                return w
+        raise KeyError(f"no control named {name!r}; the controls are {[w.description for w in self.controls]}")
+
+    def show(self, parts: Sequence[dict]) -> None:
+        """Put one display output in each output area (adding areas as needed, emptying the rest)."""
+        while len(self.outputs) < len(parts):
+            self.outputs.append(widgets.Output(layout=widgets.Layout(margin="0 12px 0 0")))
+            self._parts.children = tuple(self.outputs)
+        for i, out in enumerate(self.outputs):
+            out.outputs = (parts[i],) if i < len(parts) else ()
+
+    def text(self) -> str:
+        """Everything the output areas show as text: HTML, plain text, and a note for each image."""
+        pieces = []
+        for out in self.outputs:
+            for item in out.outputs:
+                data = item.get("data", {})
+                pieces.append(data.get("text/html", "") + data.get("text/plain", "") + item.get("text", "")
+                              + (" [image/png]" if "image/png" in data else ""))
+        return "\n".join(pieces)
+
+
+def explorer(controls: list[widgets.Widget], render: Callable[..., object], question: str = "") -> Explorer:
+    """Controls beside an output area, under a "predict first" ``question``; ``render(**values)`` runs on every
+    change (values keyed by each control's ``description``) and what it returns (one object or a tuple,
+    shown in that order, left to right) replaces the output.
+
+    Any exception, from ``render`` or from drawing what it returned, becomes a one-line message in
+    place of the output. The output is set directly rather than captured with ``with out:``, so it
+    works the same in a kernel, in Voilà and in a plain test.
+    """
+    box = Explorer(controls, question)
 
     def update(_change=None):
-        values = {w.description: w.value for w in controls}
         try:
-            result = render(**values)
-            parts = result if isinstance(result, tuple) else (result,)
+            result = render(**{w.description: w.value for w in box.controls})
+            parts = tuple(_output(part) for part in (result if isinstance(result, tuple) else (result,)))
         except Exception as err:  # a widget must never show a traceback
-            parts = (_Message(str(err)),)
-        out.outputs = tuple(_output(part) for part in parts)
+            parts = (_output(_Message(" ".join(str(err).split()) or type(err).__name__)),)
+        box.show(parts)
 
-    for w in controls:
+    for w in box.controls:
         w.observe(update, names="value")
     update()
-    return widgets.VBox([widgets.HBox(controls[:4]), widgets.HBox(controls[4:]), out])
+    return box
 
 
-def _config(d_model=512, heads=8, d_ff=2048, layers=6, vocab=30000, max_len=5000) -> ModelConfig:
-    return ModelConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d_model, num_heads=heads,
-                       d_ff=d_ff, num_layers=layers, max_len=max_len)
+def _config(d_model: int | None = None, heads: int | None = None, d_ff: int | None = None,
+            layers: int | None = None, vocab: int | None = None) -> ModelConfig:
+    """``BASE`` with the sizes a slider chose (None keeps the base value)."""
+    changes = {"d_model": d_model, "num_heads": heads, "d_ff": d_ff, "num_layers": layers,
+               "src_vocab_size": vocab, "tgt_vocab_size": vocab}
+    return dataclasses.replace(BASE, **{k: v for k, v in changes.items() if v is not None})
 
 
-def shape_explorer() -> widgets.VBox:
+def shape_explorer() -> Explorer:
     """Notebook 00: every step's shape for any sizes (layer 0 in full, repeats summarised)."""
     def render(batch, src_len, tgt_len, d_model, heads, d_ff, layers, vocab):
         return shape_map(_config(d_model, heads, d_ff, layers, vocab), batch, src_len, tgt_len)
-    return explorer([_slider("batch", 32, 1, 128), _slider("src_len", 10, 1, 64), _slider("tgt_len", 4, 1, 64),
-                     _slider("d_model", 512, 16, 1024, 16), _slider("heads", 8, 1, 16),
-                     _slider("d_ff", 2048, 16, 4096, 16), _slider("layers", 6, 1, 12),
-                     _slider("vocab", 30000, 10, 50000, 10)], render)
+    return explorer([_slider("batch", SIZES["batch"], 1, 128), _slider("src_len", SIZES["src_len"], 1, 64),
+                     _slider("tgt_len", SIZES["tgt_len"], 1, 64), _slider("d_model", BASE.d_model, 16, 1024, 16),
+                     _slider("heads", BASE.num_heads, 1, 16), _slider("d_ff", BASE.d_ff, 16, 4096, 16),
+                     _slider("layers", BASE.num_layers, 1, 12), _slider("vocab", BASE.tgt_vocab_size, 10, 50000, 10)],
+                    render, f"Before you move d_model from {BASE.d_model} to {BASE.d_model // 2}: which rows of the "
+                            f"table change shape, and which stay the same?")
 
 
-def pe_explorer() -> widgets.VBox:
+def pe_explorer() -> Explorer:
     """Notebook 01: the positional-encoding table for a chosen length and d_model."""
     def render(length, d_model):
-        return viz.pe_figure(length, d_model)
-    return explorer([_slider("length", 50, 2, 200), _slider("d_model", 128, 4, 512, 4)], render)
+        return viz.pe_figure(length, d_model, layout=None)
+    return explorer([_slider("length", 50, 2, 200), _slider("d_model", BASE.d_model, 4, 1024, 4)], render,
+                    "Before you move length from 50 to 100: do the first 50 rows of the table change?")
 
 
-def split_explorer() -> widgets.VBox:
-    """Notebook 02: the encoder self-attention chain, projection -> split -> scores -> merge."""
+def split_explorer() -> Explorer:
+    """Notebook 02: the encoder self-attention chain, projection -> split -> scores -> merge, with the
+    split drawn as blocks (x [B, L, D] -> view [B, L, H, d_k] -> transpose [B, H, L, d_k])."""
     def render(batch, src_len, d_model, heads):
         rows = trace_shapes(_config(d_model, heads, layers=1), batch, src_len, 1)
-        return ShapeTable([r for r in rows if r.where == "encoder.layers.0.self_attn"], highlight=("view", "transpose"))
-    return explorer([_slider("batch", 32, 1, 64), _slider("src_len", 10, 1, 32),
-                     _slider("d_model", 512, 16, 1024, 16), _slider("heads", 8, 1, 16)], render)
+        table = ShapeTable([r for r in rows if r.where == "encoder.layers.0.self_attn"],
+                           highlight=("view", "transpose"))
+        return viz.split_chain_figure(batch, src_len, d_model, heads, layout=None), table
+    return explorer([_slider("batch", SIZES["batch"], 1, 64), _slider("src_len", SIZES["src_len"], 1, 32),
+                     _slider("d_model", BASE.d_model, 16, 1024, 16), _slider("heads", BASE.num_heads, 1, 16)],
+                    render, f"Before you move heads from {BASE.num_heads} to {BASE.num_heads // 2}: what will K's "
+                            f"shape be after the transpose?")
 
 
-def mask_explorer() -> widgets.VBox:
+def scale_explorer() -> Explorer:
+    """Notebook 02: what ÷√d_k does. Random unit-variance q, k (fixed seed): score std, the largest softmax
+    weight, rows near one-hot, with and without the scale, and a picture of the weights."""
+    def render(d_k):
+        return viz.softmax_scale_figure(d_k, layout=None), _Text(repr(viz.softmax_saturation(d_k)))
+    choices = [2 ** p for p in range(2, 10)]  # 4 ... 512
+    d_k = widgets.SelectionSlider(options=choices, value=BASE.d_k, description="d_k", continuous_update=False,
+                                  style={"description_width": "initial"}, layout=widgets.Layout(width=CONTROLS_WIDTH))
+    return explorer([d_k], render, f"Before you move d_k from {BASE.d_k} to {BASE.d_k * 4}: will the unscaled score "
+                                   f"std double or grow four times?")
+
+
+def mask_explorer() -> Explorer:
     """Notebook 03: a batch of three target sentences; their real lengths and the padded length."""
     def render(tgt_len, len_1, len_2, len_3):
         lengths = (len_1, len_2, len_3)
@@ -95,65 +183,73 @@ def mask_explorer() -> widgets.VBox:
         combined = padding_mask(ids, 0) & causal_mask(tgt_len)  # [3, 1, L, L]
         tokens = [f"t{i}" for i in range(tgt_len)]
         return viz.mask_figure({f"sentence {b + 1} (length {n})": combined[b, 0] for b, n in enumerate(lengths)},
-                               tokens)
-    return explorer([_slider("tgt_len", 5, 1, 10), _slider("len_1", 5, 1, 10), _slider("len_2", 3, 1, 10),
-                     _slider("len_3", 1, 1, 10)], render)
+                               tokens, annotate=False, layout=None)
+    length = SIZES["tgt_len"]
+    return explorer([_slider("tgt_len", length, 1, 10), _slider("len_1", length, 1, 10),
+                     _slider("len_2", max(length - 1, 1), 1, 10), _slider("len_3", 1, 1, 10)], render,
+                    f"Before you move len_2 from {max(length - 1, 1)} to {length}: which cells of sentence 2's mask "
+                    f"turn dark?")
 
 
-def cross_explorer() -> widgets.VBox:
+@functools.cache
+def _small_model() -> Transformer:
+    """A small untrained model (seed 0) for pictures of real attention weights; built once, reused per move."""
+    with torch.random.fork_rng():  # the student's own random state stays as it was
+        torch.manual_seed(0)
+        return Transformer(ModelConfig(src_vocab_size=50, tgt_vocab_size=50, d_model=32, num_heads=4, d_ff=64,
+                                       num_layers=1, dropout=0.0)).eval()
+
+
+def cross_explorer() -> Explorer:
     """Notebook 04: cross-attention's rectangle [L_tgt, L_src] from a small untrained model, and its shapes."""
     def render(src_len, tgt_len):
-        torch.manual_seed(0)
-        cfg = ModelConfig(src_vocab_size=50, tgt_vocab_size=50, d_model=32, num_heads=4, d_ff=64, num_layers=1,
-                          dropout=0.0)
-        model = Transformer(cfg).eval()
-        src, tgt = torch.randint(4, 50, (1, src_len)), torch.randint(4, 50, (1, tgt_len))
+        model = _small_model()
+        generator = torch.Generator().manual_seed(0)
+        src = torch.randint(4, 50, (1, src_len), generator=generator)  # [1, L_src]
+        tgt = torch.randint(4, 50, (1, tgt_len), generator=generator)  # [1, L_tgt]
         with torch.no_grad():
             model(src, tgt)
         weights = model.decoder.layers[0].cross_attn.attn_weights[0, 0]  # [L_tgt, L_src]
-        rows = trace_shapes(_config(layers=1), 32, src_len, tgt_len)
+        rows = trace_shapes(_config(layers=1), SIZES["batch"], src_len, tgt_len)
         table = ShapeTable([r for r in rows if r.where == "decoder.layers.0.cross_attn"], highlight=("scores",))
-        figure = viz.heatmap(weights, [f"y{i}" for i in range(tgt_len)], [f"x{j}" for j in range(src_len)],
-                             title=f"head 0: [L_tgt, L_src] = [{tgt_len}, {src_len}]", cmap="Blues",
-                             xlabel="source position (key)", ylabel="target position (query)")
-        return table, figure
-    return explorer([_slider("src_len", 10, 1, 20), _slider("tgt_len", 4, 1, 20)], render)
+        figure = Figure(figsize=(5.2, 3.4))
+        viz.heatmap(weights, [f"y{i}" for i in range(tgt_len)], [f"x{j}" for j in range(src_len)],
+                    title=f"head 0: [L_tgt, L_src] = [{tgt_len}, {src_len}]", ax=figure.add_subplot(), cmap="Blues",
+                    vmin=0, xlabel="source position (key)", ylabel="target position (query)",
+                    colorbar_label="probability")
+        figure.subplots_adjust(left=0.14, right=0.98, bottom=0.16, top=0.9)
+        return figure, table
+    return explorer([_slider("src_len", SIZES["src_len"], 1, 20), _slider("tgt_len", SIZES["tgt_len"], 1, 20)],
+                    render, f"Before you move src_len from {SIZES['src_len']} to 15: what shape will the "
+                            f"cross-attention scores have, and which side of the heatmap grows?")
 
 
-def ffn_explorer() -> widgets.VBox:
+def ffn_explorer() -> Explorer:
     """Notebook 05: the FFN's shapes and one encoder layer's parameter/FLOP table."""
     def render(d_model, d_ff, src_len):
         cfg = _config(d_model, d_ff=d_ff, layers=1)  # d_model moves in steps of 16, so 8 heads always fit
-        rows = trace_shapes(cfg, 32, src_len, 1)
+        rows = trace_shapes(cfg, SIZES["batch"], src_len, 1)
         table = ShapeTable([r for r in rows if r.where.startswith("encoder.layers.0.feed_forward")])
-        return table, _Text(format_costs(encoder_layer_costs(cfg, 32, src_len)))
-    return explorer([_slider("d_model", 512, 16, 1024, 16), _slider("d_ff", 2048, 16, 8192, 16),
-                     _slider("src_len", 10, 1, 512)], render)
+        return table, _Text(format_costs(encoder_layer_costs(cfg, SIZES["batch"], src_len)))
+    return explorer([_slider("d_model", BASE.d_model, 16, 1024, 16), _slider("d_ff", BASE.d_ff, 16, 8192, 16),
+                     _slider("src_len", SIZES["src_len"], 1, 512)], render,
+                    f"Before you move d_ff from {BASE.d_ff} to {BASE.d_ff * 2}: by how much does the feed-forward "
+                    f"parameter count grow?")
 
 
-def head_explorer() -> widgets.VBox:
+def head_explorer() -> Explorer:
     """Notebook 06: the output head and the loss's shapes for any batch, target length and vocabulary."""
     def render(batch, tgt_len, vocab):
-        rows = trace_shapes(_config(layers=1, vocab=vocab), batch, 10, tgt_len)
+        rows = trace_shapes(_config(layers=1, vocab=vocab), batch, SIZES["src_len"], tgt_len)
         return ShapeTable([r for r in rows
                            if r.where in ("generator", "decoder") or r.step.startswith(("labels", "logits"))])
-    return explorer([_slider("batch", 32, 1, 128), _slider("tgt_len", 4, 1, 32),
-                     _slider("vocab", 30000, 10, 50000, 10)], render)
+    return explorer([_slider("batch", SIZES["batch"], 1, 128), _slider("tgt_len", SIZES["tgt_len"], 1, 32),
+                     _slider("vocab", BASE.tgt_vocab_size, 10, 50000, 10)], render,
+                    f"Before you move vocab from {BASE.tgt_vocab_size} to 10000: what will the logits' shape be, "
+                    f"and the labels'?")
 
 
-def _output(part) -> dict:
-    """One object as a notebook display output: PNG for a figure, HTML and text for the rest."""
-    data = {"text/plain": repr(part)}
-    if isinstance(part, Figure):
-        buffer = io.BytesIO()
-        part.savefig(buffer, format="png", dpi=90)
-        data["image/png"] = base64.b64encode(buffer.getvalue()).decode()
-    elif hasattr(part, "_repr_html_"):
-        data["text/html"] = part._repr_html_()
-    return {"output_type": "display_data", "data": data, "metadata": {}}
-
-
-def translation_explorer(trainer) -> widgets.VBox:
+def translation_explorer(trainer) -> Explorer:
     """Notebook 07: type a number; see its Chinese numeral, the trained model's English, and where it looked."""
     def render(number):
         zh = chinese_numeral(number)
@@ -161,12 +257,29 @@ def translation_explorer(trainer) -> widgets.VBox:
         verdict = "✓ correct" if guess == truth else f"✗ expected: {truth}"
         summary = _Text(f"{number:,}   {zh}\nmodel:  {guess}\n{verdict}")
         weights, predicted, source = cross_attention_map(trainer, zh, guess)
-        figure = viz.heatmap(weights, predicted, source, cmap="Blues", xlabel="source", ylabel="predicting",
-                             title="last decoder layer's cross-attention, averaged over heads")
-        return summary, figure
+        figure = Figure(figsize=(min(2 + 0.4 * len(source), 8), min(1.6 + 0.3 * len(predicted), 5)))
+        viz.heatmap(weights, predicted, source, ax=figure.add_subplot(), cmap="Blues", vmin=0,
+                    xlabel="source (key)", ylabel="predicting (query)", colorbar_label="probability",
+                    title="last decoder layer's cross-attention, mean over heads")
+        figure.subplots_adjust(left=0.25, right=0.98, bottom=0.2, top=0.88)
+        return figure, summary
     number = widgets.BoundedIntText(value=3_056_070, min=0, max=MAX_NUMBER, description="number",
-                                    style={"description_width": "initial"})
-    return explorer([number], render)
+                                    style={"description_width": "initial"},
+                                    layout=widgets.Layout(width=CONTROLS_WIDTH))
+    return explorer([number], render, "Before you type a number: which Chinese characters should the model "
+                                      "look at when it writes 'thousand'?")
+
+
+def _output(part) -> dict:
+    """One object as a notebook display output: PNG for a figure, HTML and text for the rest."""
+    data = {"text/plain": repr(part)}
+    if isinstance(part, Figure):
+        buffer = io.BytesIO()
+        part.savefig(buffer, format="png", dpi=FIGURE_DPI)
+        data["image/png"] = base64.b64encode(buffer.getvalue()).decode()
+    elif hasattr(part, "_repr_html_"):
+        data["text/html"] = part._repr_html_()
+    return {"output_type": "display_data", "data": data, "metadata": {}}
 
 
 class _Text:
