@@ -174,7 +174,7 @@ def attention_heads(weights: torch.Tensor, query_tokens: Sequence[str], key_toke
     heads = weights.size(0)
     columns = min(columns, heads)
     grid_rows = -(-heads // columns)
-    fig = Figure(figsize=(3.2 * columns, 2.8 * grid_rows), layout=layout)
+    fig = Figure(figsize=(3.1 * columns + 0.8, 2.8 * grid_rows), layout=layout)  # + the shared colorbar
     axes = list(fig.subplots(grid_rows, columns, squeeze=False).flat)
     for h, ax in enumerate(axes):
         if h >= heads:
