@@ -1,0 +1,72 @@
+"""Install the project's JupyterLab settings into this Python environment (``make setup``, binder/postBuild).
+
+Two things go into ``sys.prefix`` (the venv or the conda env), never into the user's own settings:
+
+- ``share/jupyter/lab/settings/overrides.d/walkthrough.json``: the defaults in jupyterlab-settings/overrides.json
+  (no news pop-up, larger fonts for a projector, a Deck-mode key). They are defaults: a user's own
+  settings, and an environment-wide overrides.json, still win.
+- ``share/jupyter/labextensions/walkthrough-cjk-font/``: a style-only extension that makes the browser
+  draw Chinese with Noto Sans CJK SC, the font mplfonts already installs, on machines that have no CJK
+  font (markdown, HTML tables, widget labels).
+
+Running it again changes nothing.
+
+    python tools/install_lab_settings.py [PREFIX]      (default: sys.prefix)
+"""
+
+import filecmp
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SETTINGS = ROOT / "jupyterlab-settings"
+FONT_FILE = "NotoSansCJKsc-Regular.otf"
+EXTENSION = "walkthrough-classroom"
+
+
+def cjk_font() -> Path:
+    spec = importlib.util.find_spec("mplfonts")
+    if spec is None or spec.origin is None:
+        raise SystemExit("mplfonts is not installed in this environment: run `make setup` (pip install mplfonts)")
+    font = Path(spec.origin).parent / "fonts" / FONT_FILE
+    if not font.is_file():
+        raise SystemExit(f"{font} is missing: reinstall mplfonts (pip install --force-reinstall mplfonts)")
+    return font
+
+
+def copy_if_changed(source: Path, target: Path) -> None:
+    if target.exists() and filecmp.cmp(source, target, shallow=False):
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+
+
+def install_overrides(prefix: Path) -> Path:
+    source = SETTINGS / "overrides.json"
+    json.loads(source.read_text())  # a typo would otherwise be ignored by JupyterLab without a word
+    target = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "walkthrough.json"
+    copy_if_changed(source, target)
+    return target
+
+
+def install_font_extension(prefix: Path) -> Path:
+    target = prefix / "share" / "jupyter" / "labextensions" / EXTENSION
+    source = SETTINGS / "classroom"
+    for path in sorted(source.rglob("*")):
+        if path.is_file():
+            copy_if_changed(path, target / path.relative_to(source))
+    copy_if_changed(cjk_font(), target / "static" / FONT_FILE)
+    return target
+
+
+def main(arguments: list[str]) -> None:
+    prefix = Path(arguments[0]) if arguments else Path(sys.prefix)
+    print(f"JupyterLab defaults: {install_overrides(prefix)}")
+    print(f"CJK font for the browser: {install_font_extension(prefix)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
