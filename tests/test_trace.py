@@ -252,6 +252,8 @@ def test_nn_transformer_with_a_mask_it_inspects_names_the_decoder():
         wt.trace_module(small_torch_transformer(1), (3, 5, 32), (3, 2, 32), tgt_mask=mask)
     rows = wt.trace_module(small_torch_transformer(1), (3, 5, 32), (3, 2, 32), tgt_mask=mask, tgt_is_causal=True)
     assert rows[-1].shape == (3, 2, 32)
+    fused = [r for r in rows if r.step == "aten.scaled_dot_product_attention"]
+    assert [r.where for r in fused if "is_causal=True" in r.meaning] == ["decoder.layers.0.self_attn"]
 
 
 def test_trace_module_rejects_what_is_not_a_module():

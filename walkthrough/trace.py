@@ -60,6 +60,17 @@ def _returns_fresh(op) -> bool:
         return False
 
 
+def _flags(op, args, kwargs) -> list[str]:
+    """The names of an op's bool arguments that are set (``is_causal``, ``batch_first``): they change what
+    the op does without a tensor to show it. Read from the op's schema; keyword arguments alone without one."""
+    try:
+        names = [argument.name for argument in op._schema.arguments]
+    except (AttributeError, TypeError):
+        names = []
+    given = list(zip(names, args)) + list(kwargs.items())
+    return [name for name, value in given if value is True]
+
+
 def _op_name(op) -> str:
     """``aten.view`` for a dispatcher op (overload dropped), ``torch.nn.functional.linear`` or
     ``Tensor.view`` for a torch function."""
@@ -214,7 +225,7 @@ class _Tracer:
                 key = known = None
             if known is not None:
                 out = _rebuild(known)
-                self._note(op, args, out)
+                self._note(op, args, kwargs, out)
                 return out
         try:
             out = op(*args, **kwargs)
@@ -223,10 +234,10 @@ class _Tracer:
             raise
         if key is not None:
             self.memory[key] = _signature(out)
-        self._note(op, args, out)
+        self._note(op, args, kwargs, out)
         return out
 
-    def _note(self, op, args, out) -> None:
+    def _note(self, op, args, kwargs, out) -> None:
         outputs = _shapes([out])
         if not outputs:
             return
@@ -234,9 +245,10 @@ class _Tracer:
         self.last_op = (name, outputs[0])
         if self.ops:
             inputs = _shapes(args)
-            more = f" (+{len(outputs) - 1} more outputs)" if len(outputs) > 1 else ""
-            self.recorder.rows.append(OpRow(self.recorder.scopes[-1], name, outputs[0], "", _from(inputs) + more,
-                                            inputs, outputs))
+            notes = [f"{flag}=True" for flag in _flags(op, args, kwargs)]
+            notes += [f"+{len(outputs) - 1} more outputs"] if len(outputs) > 1 else []
+            meaning = _from(inputs) + (f" ({', '.join(notes)})" if notes else "")
+            self.recorder.rows.append(OpRow(self.recorder.scopes[-1], name, outputs[0], "", meaning, inputs, outputs))
 
     def explain(self, error: Exception) -> TraceError:
         """Turn a dispatcher or meta-device error into a message naming the op and the module path."""
