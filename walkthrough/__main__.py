@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import inspect
+import math
 import sys
 
 from .config import ModelConfig
@@ -17,31 +19,67 @@ def _trace(args) -> None:
 
 
 def _train(args) -> None:
-    from .train import Trainer, TrainSettings, held_out_pairs, save_checkpoint
+    from .train import Trainer, TrainSettings, check_checkpoint_path, held_out_pairs, save_checkpoint
 
-    steps = {} if args.steps is None else {"steps": args.steps}
-    trainer = Trainer(TrainSettings(**steps, seed=args.seed))
-    trainer.run()
-    if args.save:
-        save_checkpoint(trainer, args.save)
+    if args.save is not None:  # checked first: a bad path must not cost a whole training run
+        check_checkpoint_path(args.save, for_writing=True, name="--save")
+    defaults = TrainSettings()
+    steps = defaults.steps if args.steps is None else args.steps
+    # Fewer steps than the default keep the default's share of warm-up (15%), so --steps 20 just works.
+    warmup = round(defaults.warmup * steps / defaults.steps) if args.warmup is None else args.warmup
+    trainer = Trainer(TrainSettings(steps=steps, warmup=warmup, seed=args.seed))
     pairs = held_out_pairs(args.held_out)
+    print(trainer.run(seconds=args.seconds, evaluate=False), file=sys.stderr)
+    if args.save is not None:
+        save_checkpoint(trainer, args.save)
     print(f"held-out exact-match accuracy: {trainer.accuracy(pairs):.2f} ({len(pairs)} examples)")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds such as 30, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds such as 30, got {text}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m walkthrough", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     trace = commands.add_parser("trace", help="print every step's shape, from the real model on the meta device")
-    for flag, default in (("--batch", 32), ("--src-len", 10), ("--tgt-len", 4), ("--d-model", 512), ("--heads", 8),
-                          ("--d-ff", 2048), ("--vocab", 30000), ("--layers", 6), ("--max-len", 5000)):
-        trace.add_argument(flag, type=int, default=default)
+    paper = ModelConfig.paper_base()  # the defaults are the source articles' sizes, from the config itself
+    lengths = inspect.signature(trace_shapes).parameters
+    for flag, default in (("--batch", lengths["batch"].default), ("--src-len", lengths["src_len"].default),
+                          ("--tgt-len", lengths["tgt_len"].default), ("--d-model", paper.d_model),
+                          ("--heads", paper.num_heads), ("--d-ff", paper.d_ff), ("--vocab", paper.tgt_vocab_size),
+                          ("--layers", paper.num_layers), ("--max-len", paper.max_len)):
+        trace.add_argument(flag, type=int, default=default, help=f"default {default}")
     trace.add_argument("--all-layers", action="store_true", help="list every layer instead of summarising repeats")
     train = commands.add_parser("train", help="train the Chinese numeral -> English words model (notebook 07)")
-    train.add_argument("--steps", type=int, default=None, help="training steps (default: the notebook's)")
+    train.add_argument("--steps", type=_positive_int, default=None, help="training steps (default: the notebook's)")
+    train.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: 15%% of the steps)")
+    train.add_argument("--seconds", type=_positive_seconds, default=None,
+                       help="time budget: stop cleanly after this many seconds, even if steps remain")
     train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--held-out", type=int, default=500, help="held-out examples to score")
-    train.add_argument("--save", default=None, help="write a checkpoint to this path")
-    args = parser.parse_args(argv)
+    train.add_argument("--held-out", type=_positive_int, default=500, help="held-out examples to score")
+    train.add_argument("--save", default=None, help="write a checkpoint to this path (checked before training)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)  # a bad flag: argparse prints "error: ..." and exits 2
     try:
         if args.command == "trace":
             _trace(args)
