@@ -10,6 +10,8 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 import walkthrough as wt
 from walkthrough.viz import NEAR_ONE_HOT, softmax_saturation
@@ -74,3 +76,56 @@ def test_without_the_scale_rows_go_one_hot_as_d_k_grows():
     assert at_64.one_hot_unscaled > at_64.queries / 2  # the notebook's "most rows near one-hot"
     assert at_64.one_hot_scaled == 0
     assert at_64.top_unscaled > 0.8 > 0.5 > at_64.top_scaled
+
+
+def padded_causal(ids: torch.Tensor) -> torch.Tensor:
+    """ids [B, L] -> our decoder mask [B, 1, L_q, L_k], True = may attend."""
+    return wt.padding_mask(ids, 0) & wt.causal_mask(ids.size(1))
+
+
+def as_mha_blocked(allowed: torch.Tensor, heads: int) -> torch.Tensor:
+    """Ours [B, 1, L_q, L_k] -> nn.MultiheadAttention's [B·H, L_q, L_k], True = blocked."""
+    batch, _, length, keys = allowed.shape
+    return wt.to_blocked(allowed).expand(batch, heads, length, keys).reshape(batch * heads, length, keys)
+
+
+def test_pytorch_three_mask_conventions_give_our_output():
+    torch.manual_seed(0)
+    ids = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 0, 0, 0], [5, 0, 0, 0, 0]])  # [B, L]
+    allowed = padded_causal(ids)  # [B, 1, L, L]
+    reference = nn.MultiheadAttention(D_MODEL, HEADS, batch_first=True).eval()
+    ours = wt.copy_torch_attention(wt.MultiHeadAttention(D_MODEL, HEADS).eval(), reference)
+    x = torch.randn(3, 5, D_MODEL)  # [B, L, D]
+    expected = ours(x, x, x, allowed)
+    blocked = as_mha_blocked(allowed, HEADS)  # [B·H, L, L]
+    additive = torch.zeros(blocked.shape).masked_fill(blocked, -math.inf)
+    torch.testing.assert_close(reference(x, x, x, attn_mask=blocked)[0], expected)
+    torch.testing.assert_close(reference(x, x, x, attn_mask=additive)[0], expected)
+    heads = [ours.split_heads(w(x), n) for w, n in zip((ours.w_q, ours.w_k, ours.w_v), "QKV")]
+    fused = F.scaled_dot_product_attention(*heads, attn_mask=allowed)  # [B, H, L, d_k]
+    torch.testing.assert_close(ours.w_o(ours.merge_heads(fused)), expected)
+    # the conventions really are opposite: our mask passed as if it were True = blocked changes the result
+    inverted = reference(x, x, x, attn_mask=as_mha_blocked(~allowed, HEADS))[0]
+    assert not torch.allclose(inverted.nan_to_num(), expected)
+
+
+def test_fully_blocked_row_is_nan_with_minus_inf_and_finite_with_the_dtype_minimum():
+    torch.manual_seed(0)
+    scores = torch.randn(1, 1, 4, 4)
+    nothing = torch.zeros(4, 4, dtype=torch.bool)  # every key blocked
+    assert scores.masked_fill(~nothing, -math.inf).softmax(-1).isnan().all()
+    q, k, v = torch.randn(3, 1, 2, 4, 8).unbind(0)
+    allowed = padded_causal(torch.zeros(1, 4, dtype=torch.long))  # a sentence of padding only
+    context, weights = wt.scaled_dot_product_attention(q, k, v, allowed)
+    assert torch.isfinite(context).all()
+    torch.testing.assert_close(weights, torch.full_like(weights, 0.25))  # uniform: meaningless but finite
+
+
+def test_minus_1e9_is_not_a_float16_number():
+    assert torch.finfo(torch.float16).max == 65504
+    assert torch.tensor(-1e9).to(torch.float16).isinf()
+    scores = torch.randn(2, 3, dtype=torch.float16)
+    with pytest.raises(RuntimeError):
+        scores.masked_fill(torch.ones(2, 3, dtype=torch.bool), -1e9)
+    filled = scores.masked_fill(torch.ones(2, 3, dtype=torch.bool), torch.finfo(torch.float16).min)
+    assert torch.isfinite(filled.float().softmax(-1)).all()
