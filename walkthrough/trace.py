@@ -36,7 +36,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .config import ModelConfig, check_positive_int
+from .config import GPTConfig, ModelConfig, check_positive_int
+from .gpt import GPT
 from .loss import sequence_loss
 from .model import Transformer
 from .recording import Recorder, Row, listening
@@ -574,3 +575,40 @@ def trace_decoding_step(cfg, batch: int = 32, src_len: int = 10, step: int = 5) 
             model.decode(torch.zeros(batch, step - 1, dtype=torch.long, device="meta"), memory, src, cache)
     new_token = torch.zeros(batch, 1, dtype=torch.long, device="meta")  # [B, 1]
     return trace_callable(lambda: model.generator(model.decode(new_token, memory, src, cache)), model, ops=False)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The decoder-only model (notebook 09).
+
+@functools.lru_cache(maxsize=8)
+def _meta_gpt(cfg):
+    """The GPT on the meta device, kept per config (as ``_meta_model``)."""
+    with torch.device("meta"):
+        return GPT(cfg).eval()
+
+
+@functools.lru_cache(maxsize=256)
+def trace_gpt(cfg, batch: int = 32, length: int = 10, cached: bool = False) -> tuple[Row, ...]:
+    """Run ``GPT(cfg)`` on the meta device on [batch, length] ids and return every recorded step, in order.
+
+    ``cached=False``: the whole sequence at once, then the loss's label steps (the ids shifted by one
+    serve as labels; only shapes matter here). ``cached=True``: positions 0..length-2 fill the cache
+    first (not traced) and the traced call feeds one new token per sequence at position length-1:
+    its query [B, H, 1, d_k] meets ``length`` cached keys [B, H_kv, length, d_k].
+    """
+    if not isinstance(cfg, GPTConfig):
+        raise TypeError(f"cfg must be a walkthrough.GPTConfig, got {type(cfg).__name__}")
+    check_positive_int("batch", batch)
+    _check_length("length", length, cfg.max_len)
+    if not isinstance(cached, bool):
+        raise TypeError(f"cached must be True or False, got {cached!r}")
+    model = _meta_gpt(cfg)
+    if not cached:
+        ids = torch.zeros(batch, length, dtype=torch.long, device="meta")
+        return trace_callable(lambda: sequence_loss(model(ids), ids, cfg.pad_id), model, ops=False)
+    cache = model.new_cache(batch)
+    with torch.inference_mode():
+        if length > 1:
+            model(torch.zeros(batch, length - 1, dtype=torch.long, device="meta"), cache)
+    new_token = torch.zeros(batch, 1, dtype=torch.long, device="meta")  # [B, 1]
+    return trace_callable(lambda: model(new_token, cache), model, ops=False)
