@@ -1,0 +1,52 @@
+"""Notebook 06 holds whatever order a class re-runs its cells in: every cell that asserts compares what it computes.
+
+The failure this guards against: run the model cell, the labels cell, the model cell again, then the one-hot
+cell. The one-hot loss then came from the new logits while the class-id loss it was compared with came from
+the old ones (10.505 against 10.422).
+"""
+
+import random
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_output_head.ipynb"
+
+
+def code_cells() -> list[nbformat.NotebookNode]:
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    return [cell for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def cell_with(cells, text: str) -> nbformat.NotebookNode:
+    hits = [cell for cell in cells if text in cell.source]
+    assert len(hits) == 1, f"one code cell of notebook 06 should contain {text!r}, found {len(hits)}"
+    return hits[0]
+
+
+def run(cells) -> None:
+    """Run the cells in the order given on one fresh kernel; a failing cell raises CellExecutionError."""
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell.source) for cell in cells])
+    client = NotebookClient(notebook, timeout=600, resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+    with client.setup_kernel():
+        for index, cell in enumerate(notebook.cells):
+            client.execute_cell(cell, index)
+
+
+def test_one_hot_and_smoothing_hold_after_the_model_cell_is_re_run():
+    cells = code_cells()
+    setup, model = cells[0], cell_with(cells, "model = wt.Transformer(cfg)")
+    labels = cell_with(cells, "labels = torch.randint")
+    one_hot, smoothing = cell_with(cells, "F.one_hot(labels"), cell_with(cells, "smoothing=eps")
+    run([setup, model, labels, model, one_hot, smoothing, labels, smoothing, one_hot])
+
+
+def test_every_cell_holds_when_all_are_re_run_out_of_order():
+    cells = code_cells()
+    orders = []
+    for seed in (0, 1):
+        shuffled = cells[1:]
+        random.Random(seed).shuffle(shuffled)
+        orders += shuffled
+    run([*cells, *orders])  # first top to bottom (every name exists), then twice in a scrambled order
