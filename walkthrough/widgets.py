@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
+import gc
 import html
 import inspect
 import io
@@ -105,17 +106,28 @@ def explorer(controls: list[widgets.Widget], render: Callable[..., object], ques
     box = Explorer(controls, question)
 
     def update(_change=None):
+        collecting = gc.isenabled()
+        gc.disable()  # no full collection in the middle of a move (they cost 100-300 ms in a notebook's kernel)
         try:
-            result = render(**{w.description: w.value for w in box.controls})
-            parts = tuple(_output(part) for part in (result if isinstance(result, tuple) else (result,)))
-        except Exception as err:  # a widget must never show a traceback
-            parts = (_output(_Message(" ".join(str(err).split()) or type(err).__name__)),)
-        box.show(parts)
+            box.show(_display(render, {w.description: w.value for w in box.controls}))
+        finally:
+            if collecting:
+                gc.enable()
+                gc.collect(1)  # the figure just drawn is garbage now: freed while young, full collections stay rare
 
     for w in box.controls:
         w.observe(update, names="value")
     update()
     return box
+
+
+def _display(render: Callable[..., object], values: dict) -> tuple[dict, ...]:
+    """What ``render(**values)`` returned, as display outputs; any error as a one-line message instead."""
+    try:
+        result = render(**values)
+        return tuple(_output(part) for part in (result if isinstance(result, tuple) else (result,)))
+    except Exception as err:  # a widget must never show a traceback
+        return (_output(_Message(" ".join(str(err).split()) or type(err).__name__)),)
 
 
 def _config(d_model: int | None = None, heads: int | None = None, d_ff: int | None = None,
