@@ -3,7 +3,7 @@
 02: a straight view to [B, H, L, d_k] has the right shape and the wrong heads; without ÷√d_k the
 score spread grows as √d_k and softmax rows go one-hot. 03: PyTorch's three mask conventions give
 our output; -inf turns a fully blocked row into NaN where ours stays finite; -1e9 is not a float16.
-01: the embedding's starting scale, times √D, is the size of a PE row.
+01: the embedding's starting scale, times √D, gives a vector the size of a PE row.
 """
 
 import math
@@ -129,3 +129,17 @@ def test_minus_1e9_is_not_a_float16_number():
         scores.masked_fill(torch.ones(2, 3, dtype=torch.bool), -1e9)
     filled = scores.masked_fill(torch.ones(2, 3, dtype=torch.bool), torch.finfo(torch.float16).min)
     assert torch.isfinite(filled.float().softmax(-1)).all()
+
+
+@pytest.mark.parametrize("d_model", [64, 512])
+def test_scaled_token_vector_is_the_size_of_a_pe_row(d_model):
+    torch.manual_seed(0)
+    embed = wt.Embedding(vocab_size=1000, d_model=d_model, max_len=50, dropout=0.0)
+    assert embed.token.weight.std().item() == pytest.approx(d_model ** -0.5, rel=0.05)
+    ids = torch.arange(4, 1000)[None]  # [1, L]: every ordinary token once
+    scaled = embed.token(ids) * math.sqrt(d_model)  # [1, L, D]: each feature about std 1
+    assert scaled.std().item() == pytest.approx(1.0, rel=0.05)
+    pe_row = wt.sinusoidal_table(50, d_model)[1]  # [D]: sin² + cos² = 1 per pair, so norm √(D/2)
+    assert pe_row.norm().item() == pytest.approx(math.sqrt(d_model / 2), rel=1e-4)
+    ratio = scaled.norm(dim=-1).mean().item() / pe_row.norm().item()
+    assert 1.2 < ratio < 1.6  # same order: √D against √(D/2)
