@@ -8,9 +8,11 @@ Prints, per explorer, the median and max wall time, and the max CPU time of this
 sensitive to other processes on a shared machine), then the worst max last. Target: every max
 under 200 ms on 2 quiet cores.
 
-    .venv/bin/python benchmarks/bench_widgets.py [--moves 4] [--only mask,cross]
+    .venv/bin/python benchmarks/bench_widgets.py [--moves 4] [--only mask,cross] [--wait-for-load 1.0]
 
 The machine's load average is printed before and after: a number measured under load says so.
+``--wait-for-load`` first waits (up to 15 minutes) until the 1-minute load average is below the value.
+The translation explorer gets an untrained model: it decodes the full 20 steps, the slowest case.
 """
 
 import argparse
@@ -70,7 +72,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--moves", type=int, default=4, help="values per control (plus the move back)")
     parser.add_argument("--only", default="", help="comma-separated name parts, e.g. mask,cross")
+    parser.add_argument("--wait-for-load", type=float, default=None, help="wait until the 1-min load is below this")
     args = parser.parse_args()
+    if args.wait_for_load is not None:
+        deadline = time.monotonic() + 15 * 60
+        while os.getloadavg()[0] >= args.wait_for_load and time.monotonic() < deadline:
+            time.sleep(10)
     print(f"load average before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
     trainer = wt.Trainer(wt.TrainSettings())
     factories = explorer_factories(trainer)

@@ -2,6 +2,7 @@
 figures say what their axes and colours mean, and draw what the code does."""
 
 import base64
+import gc
 import inspect
 import io
 import warnings
@@ -79,6 +80,25 @@ def test_an_error_in_render_or_drawing_becomes_one_line(make, monkeypatch):
     assert explorer.text().count("⚠ drawing failed on two lines") == 2  # HTML and text forms, one line each
     assert "Traceback" not in explorer.text() and len(explorer.outputs[0].outputs) == 1
     assert all(not out.outputs for out in explorer.outputs[1:]), "stale parts stay shown"
+
+
+def test_moves_leave_no_garbage_and_the_collector_as_they_found_it():
+    explorer = widgets.mask_explorer()
+    control = explorer.control("tgt_len")
+    for value in (9, 10) * 3:
+        control.value = value
+    gc.collect()
+    before = len(gc.get_objects())
+    for value in (9, 10) * 10:
+        control.value = value
+    assert gc.isenabled()
+    assert len(gc.get_objects()) - before < 100, "each figure drawn should be freed without a full collection"
+    gc.disable()
+    try:
+        control.value = 9
+        assert not gc.isenabled(), "a student's gc.disable() was undone"
+    finally:
+        gc.enable()
 
 
 def test_defaults_come_from_the_model_config_and_trace(monkeypatch):
