@@ -1,0 +1,129 @@
+"""Greedy decoding at the source articles' sizes: with the key/value cache vs re-running the whole prefix.
+
+Batch 32, source length 10, d_model 512, 8 heads, 6 layers, d_ff 2048, vocabulary 30000 (an untrained
+model: speed does not depend on the weights). <eos> can never win (its output bias is -1e4), so both
+paths decode every one of the N new tokens; the script checks that they return the same tokens.
+
+1. One step's cost at step t (t = 16, 64, 256): the cached step feeds one token per sentence, the
+   recomputing step feeds all t; the output head (30000 words) runs once per step in both.
+2. Whole decodes of N = 16, 64, 256 new tokens, cached and recomputing in interleaved rounds (round 0
+   warms up). The 64-token ratio is printed last (target >= 4x).
+
+    .venv/bin/python benchmarks/bench_decode.py [--rounds 3] [--lengths 16 64 256] [--threads 2]
+
+Lengths above 64 run one round: recomputing 256 tokens runs the decoder on 1 + 2 + ... + 256 = 32,896
+positions per sentence (the cached path on 256), many minutes on two cores.
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import walkthrough as wt
+
+SOS, EOS = wt.Vocab.sos_id, wt.Vocab.eos_id
+TARGET = 4.0
+
+
+def source_sized_model() -> wt.Transformer:
+    torch.manual_seed(0)
+    model = wt.Transformer(wt.ModelConfig.paper_base(dropout=0.0)).eval()  # max_len 5000: room for 256 tokens
+    with torch.no_grad():
+        model.generator.proj.bias[EOS] = -1e4  # <eos> never wins: every run decodes all N tokens
+    return model
+
+
+def decode_seconds(model, src, new_tokens: int, use_cache: bool) -> tuple[float, torch.Tensor]:
+    start = time.perf_counter()
+    ids = wt.greedy_decode(model, src, new_tokens, SOS, EOS, use_cache=use_cache)
+    return time.perf_counter() - start, ids
+
+
+@torch.no_grad()
+def step_seconds(model, src, memory, prefix, use_cache: bool, repeats: int = 3) -> float:
+    """Median time of decoding step t = prefix.size(1) alone: what greedy_steps does at that step."""
+    t = prefix.size(1)
+    samples = []
+    for _ in range(repeats):
+        if use_cache:
+            cache = model.new_cache(src)
+            if t > 1:
+                model.decode(prefix[:, :t - 1], memory, src, cache)  # steps 1..t-1, not timed
+            start = time.perf_counter()
+            model.generator(model.decode(prefix[:, t - 1:], memory, src, cache)[:, -1]).softmax(-1).argmax(-1)
+        else:
+            start = time.perf_counter()
+            model.generator(model.decode(prefix, memory, src)[:, -1]).softmax(-1).argmax(-1)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+@torch.no_grad()
+def head_seconds(model, batch: int, repeats: int = 5) -> float:
+    h = torch.randn(batch, 512)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model.generator(h).softmax(-1).argmax(-1)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds for lengths up to 64 (longer: 1)")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[16, 64, 256])
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args()
+    if args.rounds < 1 or args.threads < 1 or min(args.lengths) < 1:
+        parser.error("--rounds, --threads and every --lengths value must be at least 1")
+    torch.set_num_threads(args.threads)
+    model = source_sized_model()
+    src = torch.randint(4, 30000, (32, 10))  # [B, L_src]
+    src[16:, 7:] = wt.Vocab.pad_id  # half the sentences are 7 tokens long
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); batch 32, source 10, d_model 512, "
+          f"8 heads, 6 layers, vocab 30000")
+
+    with torch.no_grad():
+        memory = model.encode(src)
+    prefix = torch.randint(4, 30000, (32, max(args.lengths)))
+    head = head_seconds(model, 32)
+    print("\none step (median of 3):")
+    print(f"  {'step t':>6} {'cached ms':>10} {'recompute ms':>13} {'ratio':>7}   "
+          f"output head alone: {head * 1e3:.1f} ms a step")
+    for t in sorted(set(args.lengths)):
+        cached = step_seconds(model, src, memory, prefix[:, :t], True)
+        recomputed = step_seconds(model, src, memory, prefix[:, :t], False)
+        print(f"  {t:>6} {cached * 1e3:>10.1f} {recomputed * 1e3:>13.1f} {recomputed / cached:>6.1f}x   "
+              f"(head = {head / cached:.0%} of the cached step)")
+
+    print("\nwhole greedy decode (interleaved rounds after a warm-up round; above 64 tokens one round):")
+    ratios = {}
+    for new_tokens in args.lengths:
+        long_run = new_tokens > 64  # one round, no warm-up: shorter runs warmed up already, and it takes minutes
+        rounds, warmup = (1, 0) if long_run else (args.rounds, 1)
+        times = {True: [], False: []}
+        for round_ in range(warmup + rounds):
+            decoded = {}
+            for use_cache in (True, False):
+                seconds, decoded[use_cache] = decode_seconds(model, src, new_tokens, use_cache)
+                if round_ >= warmup:
+                    times[use_cache].append(seconds)
+            if not torch.equal(decoded[True], decoded[False]) or decoded[True].size(1) != new_tokens + 1:
+                raise SystemExit(f"cached and recomputed decoding of {new_tokens} tokens differ: a bug, not a timing")
+        cached, recomputed = statistics.median(times[True]), statistics.median(times[False])
+        ratios[new_tokens] = recomputed / cached
+        print(f"  {new_tokens:>4} tokens: cached {cached:7.2f} s, recomputing {recomputed:8.2f} s, "
+              f"ratio {ratios[new_tokens]:5.1f}x  ({rounds} round(s), same tokens)")
+    growth = ", ".join(f"{n}: {r:.1f}x" for n, r in ratios.items())
+    print(f"\nratio by length: {growth} (recomputing does ~N/2 positions per step on average, the cache 1; "
+          f"the output head, the same in both, caps the gain)")
+    if 64 in ratios:
+        verdict = "meets" if ratios[64] >= TARGET else "misses"
+        print(f"ratio cached vs recomputing at 64 tokens: {ratios[64]:.1f}x ({verdict} the target {TARGET:.0f}x)")
+
+
+if __name__ == "__main__":
+    main()
