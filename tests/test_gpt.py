@@ -1,0 +1,363 @@
+"""Notebook 09's model: grouped-query attention against PyTorch's SDPA, rotary positions against the complex-number
+formulation, the GPT's causality and cache, its trace, and the numeral task as a language model."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import walkthrough as wt
+from walkthrough.__main__ import main
+from walkthrough.data import english_tokens
+from walkthrough.language_model import (
+    SEPARATOR,
+    GPTSettings,
+    GPTTrainer,
+    answer_loss,
+    load_gpt_checkpoint,
+    make_lm_batch,
+    numeral_lm_vocab,
+    save_gpt_checkpoint,
+)
+from walkthrough.trace import trace_gpt
+
+ROOT = Path(__file__).resolve().parents[1]
+D, H = 32, 4
+
+
+def small_gpt(positions="rope", norm_first=True, num_kv_heads=2, seed=0, **changes) -> wt.GPT:
+    torch.manual_seed(seed)
+    cfg = wt.GPTConfig(**{"vocab_size": 50, "d_model": D, "num_heads": H, "num_kv_heads": num_kv_heads, "d_ff": 64,
+                          "num_layers": 2, "max_len": 24, "dropout": 0.0, "pad_id": 0, "positions": positions,
+                          "norm_first": norm_first, **changes})
+    return wt.GPT(cfg).eval()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Grouped-query attention
+
+def sdpa_reference(mha: wt.MultiHeadAttention, query, key, value, mask=None):
+    """The module's own weights, PyTorch's attention: project, split (H and H_kv heads), SDPA(enable_gqa), merge."""
+    batch, length_q, _ = query.shape
+    length_k = key.size(1)
+    d_k = mha.d_k
+    q = mha.w_q(query).view(batch, length_q, mha.num_heads, d_k).transpose(1, 2)  # [B, H, L_q, d_k]
+    k = mha.w_k(key).view(batch, length_k, mha.num_kv_heads, d_k).transpose(1, 2)  # [B, H_kv, L_k, d_k]
+    v = mha.w_v(value).view(batch, length_k, mha.num_kv_heads, d_k).transpose(1, 2)
+    context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)  # [B, H, L_q, d_k]
+    return mha.w_o(context.transpose(1, 2).reshape(batch, length_q, mha.num_heads * d_k))
+
+
+def masks(batch: int, length: int):
+    ids = torch.randint(1, 9, (batch, length))
+    ids[0, -2:] = 0  # the first sentence is two tokens shorter
+    yield "none", None
+    yield "padding", wt.padding_mask(ids, 0)  # [B, 1, 1, L]
+    yield "causal", wt.causal_mask(length)  # [L, L]
+    yield "padding and causal", wt.decoder_self_mask(ids, 0)  # [B, 1, L, L]
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, H])
+def test_gqa_equals_sdpa_enable_gqa(kv_heads):
+    torch.manual_seed(kv_heads)
+    mha = wt.MultiHeadAttention(D, H, num_kv_heads=kv_heads).eval()
+    x = torch.randn(3, 7, D)
+    with torch.no_grad():
+        for name, mask in masks(3, 7):
+            torch.testing.assert_close(mha(x, x, x, mask), sdpa_reference(mha, x, x, x, mask), msg=name)
+        memory = torch.randn(3, 5, D)  # a rectangle: 7 queries, 5 keys
+        torch.testing.assert_close(mha(x, memory, memory), sdpa_reference(mha, x, memory, memory))
+
+
+def test_gqa_shapes_and_parameter_count():
+    mha = wt.MultiHeadAttention(D, H, num_kv_heads=2)
+    assert mha.w_k.weight.shape == mha.w_v.weight.shape == (2 * D // H, D)  # D -> H_kv·d_k
+    assert mha.w_q.weight.shape == mha.w_o.weight.shape == (D, D)
+    k = torch.randn(2, 2, 5, D // H)  # [B, H_kv, L, d_k]
+    expanded = mha.expand_kv(k, "K")  # [B, H, L, d_k]
+    assert expanded.shape == (2, H, 5, D // H)
+    for head in range(H):  # K/V head j serves query heads 2j and 2j+1
+        assert torch.equal(expanded[:, head], k[:, head // 2])
+
+
+def test_kv_heads_equal_heads_is_the_old_attention_bit_for_bit():
+    torch.manual_seed(0)
+    old = wt.MultiHeadAttention(D, H).eval()
+    torch.manual_seed(0)
+    new = wt.MultiHeadAttention(D, H, num_kv_heads=H).eval()
+    for (name, a), (_, b) in zip(old.state_dict().items(), new.state_dict().items()):
+        assert torch.equal(a, b), name
+    x = torch.randn(2, 6, D)
+    mask = wt.causal_mask(6)
+    assert torch.equal(old(x, x, x, mask), new(x, x, x, mask))
+    assert torch.equal(old.attn_weights, new.attn_weights)
+
+
+def test_kv_heads_must_divide_heads():
+    with pytest.raises(ValueError, match=r"num_kv_heads=3 does not divide num_heads=4.*from \[1, 2, 4\]"):
+        wt.MultiHeadAttention(D, H, num_kv_heads=3)
+    with pytest.raises(ValueError, match="num_kv_heads=3 does not divide num_heads=4"):
+        wt.GPTConfig(vocab_size=50, d_model=D, num_heads=H, num_kv_heads=3, d_ff=64, num_layers=1, max_len=8)
+    with pytest.raises(ValueError, match="num_kv_heads must be at least 1"):
+        wt.MultiHeadAttention(D, H, num_kv_heads=0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rotary positions
+
+def rope_complex(x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    """RoFormer as complex numbers: pair (2i, 2i+1) is x_2i + i·x_2i+1, times exp(i·pos·θ_i), θ_i = 10000^(-2i/d)."""
+    d_k, length = x.size(-1), x.size(-2)
+    pairs = torch.view_as_complex(x.double().reshape(*x.shape[:-1], d_k // 2, 2).contiguous())  # [..., L, d_k/2]
+    theta = 10000.0 ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)  # [d_k/2]
+    position = torch.arange(offset, offset + length, dtype=torch.float64)[:, None]  # [L, 1]
+    turned = pairs * torch.polar(torch.ones_like(position * theta), position * theta)  # exp(i·pos·θ)
+    return torch.view_as_real(turned).flatten(-2).to(x.dtype)
+
+
+@pytest.mark.parametrize("offset", [0, 5])
+def test_rope_equals_the_complex_number_formulation(offset):
+    x = torch.randn(2, 3, 9, 16)  # [B, H, L, d_k]
+    torch.testing.assert_close(wt.apply_rope(x, offset), rope_complex(x, offset))
+
+
+def test_rope_preserves_norms_and_moves_every_position_but_zero():
+    x = torch.randn(2, 3, 9, 16)
+    rotated = wt.apply_rope(x)
+    torch.testing.assert_close(rotated.norm(dim=-1), x.norm(dim=-1))
+    assert torch.equal(rotated[:, :, 0], x[:, :, 0])  # position 0: angle 0
+    assert not torch.allclose(rotated[:, :, 1:], x[:, :, 1:])
+
+
+def rotated_score(q: torch.Tensor, k: torch.Tensor, m: int, n: int) -> float:
+    """Query q at position m against key k at position n, both [d_k], after rotation."""
+    q_m = wt.apply_rope(q.view(1, 1, 1, -1), offset=m)
+    k_n = wt.apply_rope(k.view(1, 1, 1, -1), offset=n)
+    return (q_m * k_n).sum().item()
+
+
+def test_rope_score_depends_only_on_the_distance():
+    torch.manual_seed(0)
+    q, k = torch.randn(16).double(), torch.randn(16).double()
+    for m, n in ((3, 1), (7, 7), (2, 9)):
+        base = rotated_score(q, k, m, n)
+        for shift in (1, 10, 100):
+            assert rotated_score(q, k, m + shift, n + shift) == pytest.approx(base, abs=1e-5)  # float32 angles
+    assert rotated_score(q, k, 3, 1) != pytest.approx(rotated_score(q, k, 3, 2), abs=1e-3)  # distance matters
+
+
+def test_rope_keys_in_the_cache_are_rotated_once_at_their_own_positions():
+    torch.manual_seed(0)
+    mha = wt.MultiHeadAttention(D, H, num_kv_heads=2, rope=True).eval()
+    x = torch.randn(2, 6, D)
+    cache = wt.KVCache(grows=True)
+    with torch.no_grad():
+        outputs = [mha(x[:, :3], x[:, :3], x[:, :3], wt.causal_mask(3), cache)]  # positions 0..2 at once
+        outputs += [mha(x[:, t:t + 1], x[:, t:t + 1], x[:, t:t + 1], None, cache) for t in range(3, 6)]
+        keys = mha.w_k(x).view(2, 6, 2, D // H).transpose(1, 2)  # [B, H_kv, L, d_k]
+        torch.testing.assert_close(cache.k, wt.apply_rope(keys))
+        torch.testing.assert_close(torch.cat(outputs, dim=1), mha(x, x, x, wt.causal_mask(6)))
+    assert cache.k.shape == (2, 2, 6, D // H)
+
+
+def test_rope_odd_d_k_is_refused():
+    with pytest.raises(ValueError, match="d_k must be even, got d_k=3"):
+        wt.apply_rope(torch.randn(1, 1, 4, 3))
+    with pytest.raises(ValueError, match="d_k = d_model / num_heads must be even"):
+        wt.MultiHeadAttention(12, 4, rope=True)
+    with pytest.raises(ValueError, match=r"positions='rope'.*d_k=3"):
+        wt.GPTConfig(vocab_size=50, d_model=12, num_heads=4, d_ff=64, num_layers=1, max_len=8)
+    wt.GPTConfig(vocab_size=50, d_model=12, num_heads=4, d_ff=64, num_layers=1, max_len=8, positions="sinusoidal")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The GPT
+
+def test_gpt_maps_ids_to_logits():
+    model = small_gpt()
+    ids = torch.randint(1, 50, (3, 11))
+    assert model(ids).shape == (3, 11, 50)  # [B, L, V]
+    assert model.embed.position is None  # rope: nothing added to the embeddings
+    assert small_gpt(positions="sinusoidal").embed.position is not None
+    assert all(layer.cross_attn is None for layer in model.decoder.layers)
+
+
+@pytest.mark.parametrize("positions", ["rope", "sinusoidal"])
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_gpt_is_causal(positions, norm_first):
+    model = small_gpt(positions, norm_first)
+    ids = torch.randint(1, 50, (2, 10))
+    with torch.no_grad():
+        before = model(ids)
+        for t in (0, 4, 9):
+            changed = ids.clone()
+            changed[:, t] = changed[:, t] % 49 + 1  # another real token
+            after = model(changed)
+            torch.testing.assert_close(after[:, :t], before[:, :t], rtol=0, atol=0)  # nothing before t moves
+            assert not torch.allclose(after[:, t:], before[:, t:])  # position t itself sees the change
+
+
+def test_gpt_cached_forward_equals_full_forward_and_holds_kv_heads():
+    model = small_gpt(num_kv_heads=1)
+    ids = torch.randint(1, 50, (3, 9))
+    cache = model.new_cache(3)
+    with torch.no_grad():
+        full = model(ids)
+        steps = [model(ids[:, :4], cache)] + [model(ids[:, t:t + 1], cache) for t in range(4, 9)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full)
+    for layer in cache.layers:
+        assert layer.self_attn.k.shape == layer.self_attn.v.shape == (3, 1, 9, D // H)  # H_kv = 1 head, not H = 4
+
+
+@pytest.mark.parametrize("positions", ["rope", "sinusoidal"])
+def test_greedy_generate_same_with_and_without_cache(positions):
+    model = small_gpt(positions)
+    prompt = torch.randint(1, 50, (2, 5))
+    cached = wt.greedy_generate(model, prompt, max_new_tokens=8)
+    assert cached.shape == (2, 13)
+    assert torch.equal(cached, wt.greedy_generate(model, prompt, max_new_tokens=8, use_cache=False))
+    assert torch.equal(cached[:, :5], prompt)
+
+
+def test_gpt_bad_input_names_the_parameter():
+    model = small_gpt()
+    with pytest.raises(ValueError, match="sequence length 25 is longer than max_len=24"):
+        model(torch.ones(1, 25, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"max_len=24.*shorten the prompt"):
+        wt.greedy_generate(model, torch.ones(1, 20, dtype=torch.long), max_new_tokens=10)
+    with pytest.raises(ValueError, match=r"ids holds token id 50, outside the vocabulary \[0, 50\)"):
+        model(torch.tensor([[1, 50]]))
+    with pytest.raises(ValueError, match=r"prompt holds token id -1"):
+        wt.greedy_generate(model, torch.tensor([[1, -1]]), max_new_tokens=2)
+    with pytest.raises(TypeError, match="ids must hold integer token ids"):
+        model(torch.ones(1, 3))
+    cache = model.new_cache(1)
+    model(torch.ones(1, 20, dtype=torch.long), cache)
+    with pytest.raises(ValueError, match=r"positions 20\.\.24 go past max_len=24"):
+        model(torch.ones(1, 5, dtype=torch.long), cache)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The trace
+
+def test_trace_gpt_matches_the_real_model():
+    model = small_gpt(num_kv_heads=2)
+    rows = trace_gpt(model.cfg, batch=3, length=7)
+    shape = {(r.where, r.step): r.shape for r in rows}
+    assert shape["generator", "logits"] == tuple(model(torch.randint(1, 50, (3, 7))).shape) == (3, 7, 50)
+    assert shape["decoder.layers.0.self_attn", "K transpose"] == (3, 2, 7, D // H)  # [B, H_kv, L, d_k]
+    assert shape["decoder.layers.0.self_attn", "K shared by a group"] == (3, H, 7, D // H)
+    assert shape["decoder.layers.0.self_attn", "scores Q·Kᵀ/√d_k"] == (3, H, 7, 7)
+    assert ("decoder.layers.0.self_attn", "Q rotated (RoPE)") in shape
+    assert not any("cross_attn" in r.where or r.step == "+ positional encoding" for r in rows)
+    step = {(r.where, r.step): r.shape for r in trace_gpt(model.cfg, batch=3, length=7, cached=True)}
+    assert step["decoder.layers.1.self_attn", "K in the cache"] == (3, 2, 7, D // H)
+    assert step["decoder.layers.1.self_attn", "scores Q·Kᵀ/√d_k"] == (3, H, 1, 7)
+    assert step["generator", "logits"] == (3, 1, 50)
+
+
+def test_trace_gpt_at_any_size_allocates_nothing():
+    cfg = wt.GPTConfig(vocab_size=128000, d_model=8192, num_heads=64, num_kv_heads=8, d_ff=28672, num_layers=80,
+                       max_len=8192)  # ~80 GB of weights: traceable only because nothing is allocated
+    shape = {(r.where, r.step): r.shape for r in trace_gpt(cfg, batch=1, length=4096)}
+    assert shape["decoder.layers.0.self_attn", "K rotated (RoPE)"] == (1, 8, 4096, 128)
+    assert shape["generator", "logits"] == (1, 4096, 128000)
+
+
+def test_trace_gpt_bad_input():
+    cfg = small_gpt().cfg
+    with pytest.raises(ValueError, match="length=25 is longer than max_len=24"):
+        trace_gpt(cfg, 2, 25)
+    with pytest.raises(TypeError, match=r"cfg must be a walkthrough\.GPTConfig"):
+        trace_gpt(wt.ModelConfig(), 2, 5)
+    with pytest.raises(ValueError, match="batch must be at least 1"):
+        trace_gpt(cfg, 0, 5)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The numeral task as a language model
+
+def test_language_model_batch_puts_the_loss_on_the_answer_only():
+    vocab = numeral_lm_vocab()
+    assert {"三", "万", "three", "million", SEPARATOR} <= set(vocab.itos)
+    batch = make_lm_batch([("三百零五", "three hundred five"), ("七", "seven")], vocab)
+    assert batch.ids.shape == batch.labels.shape == (2, 8)  # 4 characters, <sep>, 3 words (the final <eos> is no input)
+    assert vocab.itos[batch.ids[0, 4]] == SEPARATOR
+    answer = batch.labels[0][batch.labels[0] != 0]
+    assert vocab.decode(answer) == english_tokens("three hundred five") and answer[-1] == wt.Vocab.eos_id
+    assert batch.labels[0, :4].eq(0).all() and batch.labels[0, 4] == vocab.stoi["three"]  # <sep> predicts word 1
+    assert batch.labels[1].tolist() == [0, vocab.stoi["seven"], wt.Vocab.eos_id] + [0] * 5
+    # the loss's gradient reaches the answer positions only
+    torch.manual_seed(0)
+    logits = torch.randn(2, 8, len(vocab), requires_grad=True)
+    wt.sequence_loss(logits, batch.labels, wt.Vocab.pad_id).backward()
+    gets_gradient = logits.grad.abs().sum(-1) > 0  # [B, L]
+    assert torch.equal(gets_gradient, batch.labels != 0)
+
+
+def test_language_model_settings_are_checked():
+    with pytest.raises(ValueError, match="num_kv_heads=3 does not divide num_heads=4"):
+        GPTSettings(num_kv_heads=3)
+    with pytest.raises(ValueError, match="positions must be one of"):
+        GPTSettings(positions="learned")
+    with pytest.raises(TypeError, match=r"settings must be a walkthrough\.GPTSettings"):
+        GPTTrainer(wt.TrainSettings())
+
+
+def test_language_model_trains_and_completes(tmp_path):
+    trainer = GPTTrainer(GPTSettings(steps=30, warmup=5))
+    first_loss = answer_loss(trainer.model, trainer.batch(0)).item()
+    trainer.run(30, progress=False)
+    assert trainer.losses[-1] < first_loss
+    texts = ["三百零五", "一万零一", "七"]
+    completions = trainer.complete(texts)
+    assert len(completions) == 3 and all(isinstance(c, str) for c in completions)
+    with pytest.raises(TypeError, match="wrap it in a list"):
+        trainer.complete("三百")
+    path = tmp_path / "lm.pt"
+    save_gpt_checkpoint(trainer, path)
+    again = load_gpt_checkpoint(path)
+    assert again.step == 30 and again.losses == trainer.losses
+    assert again.complete(texts) == completions
+    with pytest.raises(ValueError, match="not a walkthrough checkpoint"):
+        torch.save({"format": "something else"}, tmp_path / "other.pt")
+        load_gpt_checkpoint(tmp_path / "other.pt")
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("make_gpt_checkpoint", ROOT / "scripts" / "make_gpt_checkpoint.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_shipped_checkpoint_is_reproduced_by_its_script():
+    """Re-train the first CHECK_STEP steps from the seed: losses and weights equal the shipped run's, bit for bit."""
+    assert load_script().check()
+
+
+def test_shipped_checkpoint_reaches_95_percent_held_out():
+    script = load_script()
+    trainer = load_gpt_checkpoint(script.CHECKPOINT)
+    held_out = wt.held_out_pairs(script.HELD_OUT)
+    accuracy = trainer.accuracy(held_out)
+    assert accuracy >= 0.95
+    assert accuracy == pytest.approx(script.manifest()["held_out_accuracy"], abs=0.01)
+    cfg = trainer.model.cfg
+    assert (cfg.positions, cfg.num_heads, cfg.kv_heads, cfg.norm_first) == ("rope", 4, 2, True)
+
+
+def test_cli_trains_the_gpt_and_prints_held_out_accuracy_last(capsys):
+    assert main(["train", "--model", "gpt", "--steps", "20", "--held-out", "20"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("held-out exact-match accuracy: ") and last.endswith("(20 examples)")
+    assert 0 <= float(last.split(": ")[1].split()[0]) <= 1
+
+
+def test_numeral_lm_max_len_fits_the_longest_numeral():
+    vocab = numeral_lm_vocab()
+    longest = 99_999_999  # the most characters and the most words the task samples
+    batch = make_lm_batch([(wt.chinese_numeral(longest), wt.english_words(longest))], vocab)
+    assert batch.ids.size(1) + 1 == 29 <= GPTSettings().config(len(vocab)).max_len

@@ -1,0 +1,195 @@
+"""The notebook-07 numeral task as a language model (notebook 09): one sequence, one vocabulary, one stack.
+
+The encoder-decoder reads 三百零五 with its encoder and writes "three hundred five" with its decoder.
+A decoder-only model (仅解码器) gets one sequence instead, ``三 百 零 五 <sep> three hundred five <eos>``,
+and learns to continue it: the prompt is the Chinese numeral and a separator, the answer is the English
+words and an end token. The loss counts the answer tokens only: predicting the prompt (a random number)
+is not the task. Training runs on ``TrainingLoop`` (train.py); this module supplies the data, the loss,
+the score and the checkpoint format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from .config import POSITIONS, GPTConfig, check_positive_int
+from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
+from .gpt import GPT, greedy_generate
+from .loss import sequence_loss
+from .train import (
+    TrainingLoop,
+    _check_learning_rate,
+    _check_smoothing,
+    _check_texts,
+    _check_warmup,
+    check_checkpoint_path,
+    held_out_pairs,
+    read_checkpoint,
+)
+
+SEPARATOR = "<sep>"
+GPT_CHECKPOINT_FORMAT = "walkthrough-gpt-checkpoint-1"
+MAX_LEN = 32  # the longest example, 15 Chinese characters + <sep> + 12 English words + <eos>, is 29 tokens
+
+
+def numeral_lm_vocab() -> Vocab:
+    """One joint vocabulary: the specials, the 15 numeral characters, the 31 English words and ``<sep>``."""
+    chinese, english = numeral_vocabs()
+    return Vocab(chinese.itos[4:] + english.itos[4:] + [SEPARATOR])
+
+
+def prompt_ids(zh: str, vocab: Vocab) -> list[int]:
+    """三百 -> ids of ``三 百 <sep>``: what the model is given."""
+    return vocab.encode(chinese_tokens(zh) + [SEPARATOR])
+
+
+@dataclass
+class LMBatch:
+    ids: torch.Tensor     # [B, L]: prompt and answer, without the final <eos>
+    labels: torch.Tensor  # [B, L]: the next token where it is an answer token, <pad> (ignored) elsewhere
+
+
+def make_lm_batch(pairs: list[tuple[str, str]], vocab: Vocab) -> LMBatch:
+    """(Chinese, English) pairs -> input ids and answer-only labels, both [B, L], padded on the right.
+
+    Position t predicts token t+1. The label of t is that token only when it belongs to the answer
+    (the English words or <eos>), so the position of ``<sep>`` predicts the first English word, and
+    the prompt's positions are ignored by the loss like padding.
+    """
+    inputs, labels = [], []
+    for zh, en in pairs:
+        prompt = prompt_ids(zh, vocab)
+        answer = vocab.encode(english_tokens(en)) + [Vocab.eos_id]
+        sequence = prompt + answer
+        inputs.append(sequence[:-1])
+        labels.append([Vocab.pad_id] * (len(prompt) - 1) + answer)  # aligned with sequence[1:]
+    return LMBatch(pad_batch(inputs), pad_batch(labels))
+
+
+def answer_loss(model: GPT, batch: LMBatch, smoothing: float = 0.0) -> torch.Tensor:
+    """Cross-entropy of the next-token prediction on the answer tokens (prompt and padding ignored)."""
+    logits = model(batch.ids)  # [B, L, V]
+    return sequence_loss(logits, batch.labels, Vocab.pad_id, smoothing)
+
+
+@dataclass(frozen=True)
+class GPTSettings:
+    """The language-model task's defaults: grouped-query attention (4 heads, 2 K/V heads), rotary positions,
+    pre-norm; reaches 95% held-out exact match in well under a minute on 2 CPU cores."""
+
+    d_model: int = 64
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    d_ff: int = 256
+    num_layers: int = 2
+    positions: str = "rope"
+    norm_first: bool = True
+    batch_size: int = 64
+    steps: int = 800
+    warmup: int = 150
+    peak_lr: float = 3e-3
+    smoothing: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "num_heads", "num_kv_heads", "d_ff", "num_layers", "batch_size", "steps"):
+            check_positive_int(name, getattr(self, name))
+        if self.positions not in POSITIONS:
+            raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
+        _check_warmup(self.warmup, self.steps)
+        _check_learning_rate("peak_lr", self.peak_lr)
+        _check_smoothing(self.smoothing)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be a whole number >= 0 (it fixes the data and the initial weights), "
+                             f"got {self.seed!r}")
+        self.config(len(numeral_lm_vocab()))  # sizes that do not fit (heads, rope pairs) fail here, before training
+
+    def config(self, vocab_size: int) -> GPTConfig:
+        return GPTConfig(vocab_size=vocab_size, d_model=self.d_model, num_heads=self.num_heads,
+                         num_kv_heads=self.num_kv_heads, d_ff=self.d_ff, num_layers=self.num_layers,
+                         max_len=MAX_LEN, dropout=0.0, pad_id=Vocab.pad_id, positions=self.positions,
+                         norm_first=self.norm_first)
+
+
+class GPTTrainer(TrainingLoop):
+    """The numeral task as a language model on ``TrainingLoop``. Deterministic for a seed (and thread count).
+
+    Every step trains on a fresh batch of random numbers (never a held-out one); the score is exact
+    match of the greedy continuation on 500 held-out numbers.
+    """
+
+    def __init__(self, settings: GPTSettings = GPTSettings()):
+        if not isinstance(settings, GPTSettings):
+            raise TypeError(f"settings must be a walkthrough.GPTSettings, got {type(settings).__name__}")
+        self.settings = settings
+        self.vocab = numeral_lm_vocab()
+        torch.manual_seed(settings.seed)
+        model = GPT(settings.config(len(self.vocab)))
+        super().__init__(model, self.batch, self.loss, steps=settings.steps, warmup=settings.warmup,
+                         peak_lr=settings.peak_lr, score=self.score, score_name="held-out exact match")
+
+    def batch(self, step: int) -> LMBatch:
+        """The training batch of a step: fixed by (seed, step), so a resumed run sees the same data."""
+        pairs = numeral_pairs(self.settings.batch_size, seed=self.settings.seed * 1_000_003 + step, held_out=False)
+        return make_lm_batch(pairs, self.vocab)
+
+    def loss(self, model: GPT, batch: LMBatch) -> torch.Tensor:
+        return answer_loss(model, batch, self.settings.smoothing)
+
+    def score(self) -> float:
+        return self.accuracy(held_out_pairs(500))
+
+    def complete(self, texts: list[str]) -> list[str]:
+        """Chinese numerals -> the model's English continuations (greedy, with the KV cache)."""
+        return complete(self.model, texts, self.vocab)
+
+    def accuracy(self, pairs: list[tuple[str, str]]) -> float:
+        """Share of pairs whose continuation equals the English words exactly."""
+        if not pairs:
+            raise ValueError("pairs is empty: give at least one (Chinese, English) pair to score")
+        guesses = self.complete([zh for zh, _ in pairs])
+        return sum(g == en for g, (_, en) in zip(guesses, pairs)) / len(pairs)
+
+
+def complete(model: GPT, texts: list[str], vocab: Vocab) -> list[str]:
+    """Greedy continuation of ``<numeral> <sep>`` for each text; ``len(texts)`` English strings out.
+
+    ``greedy_generate`` takes prompts without padding, so prompts of equal length go together.
+    """
+    _check_texts(texts)
+    if len(vocab) != model.cfg.vocab_size:
+        raise ValueError(f"the vocabulary ({len(vocab)} tokens) does not match the model ({model.cfg.vocab_size}); "
+                         f"use the one it was trained with")
+    prompts = [prompt_ids(text, vocab) for text in texts]
+    answers: list[str] = [""] * len(texts)
+    for length in sorted({len(p) for p in prompts}):
+        rows = [i for i, p in enumerate(prompts) if len(p) == length]
+        if length >= model.cfg.max_len:
+            raise ValueError(f"texts[{rows[0]}] is {length - 1} characters long; the model reads at most "
+                             f"{model.cfg.max_len - 1} including the separator: give a shorter numeral")
+        prompt = torch.tensor([prompts[i] for i in rows])  # [B_len, L_p]
+        out = greedy_generate(model, prompt, max_new_tokens=model.cfg.max_len - length + 1,
+                              eos_id=Vocab.eos_id)  # [B_len, L_p + T]
+        for i, row in zip(rows, out[:, length:]):
+            answers[i] = " ".join(vocab.decode(row))
+    return answers
+
+
+def save_gpt_checkpoint(trainer: GPTTrainer, path: str | Path, optimizer: bool = True) -> None:
+    """Weights, history, step, settings and vocabulary (and, with ``optimizer``, what a resume needs)."""
+    path = check_checkpoint_path(path, for_writing=True)
+    torch.save({"format": GPT_CHECKPOINT_FORMAT, "settings": asdict(trainer.settings), "itos": trainer.vocab.itos,
+                **trainer.state_dict(optimizer)}, path)
+
+
+def load_gpt_checkpoint(path: str | Path) -> GPTTrainer:
+    """Rebuild a GPTTrainer from ``save_gpt_checkpoint``'s file (read as plain data: no code from it runs)."""
+    state = read_checkpoint(path, GPT_CHECKPOINT_FORMAT)
+    trainer = GPTTrainer(GPTSettings(**state["settings"]))
+    if state["itos"] != trainer.vocab.itos:
+        raise ValueError(f"{path} was trained with another vocabulary than this task's; retrain it")
+    trainer.load_state_dict(state)
+    return trainer
