@@ -26,12 +26,13 @@ import torch
 from matplotlib.figure import Figure
 
 from . import viz
-from .config import ModelConfig
+from .attention import MultiHeadAttention
+from .config import GPTConfig, ModelConfig
 from .cost import encoder_layer_costs, format_costs
 from .data import MAX_NUMBER, chinese_numeral, english_words
 from .masks import causal_mask, padding_mask
 from .model import Transformer
-from .trace import ShapeTable, shape_map, trace_shapes
+from .trace import ShapeTable, shape_map, trace_gpt, trace_shapes
 from .train import cross_attention_map
 
 BASE = ModelConfig()  # the field defaults: the paper's base model, vocabularies of 30000 as in the source articles
@@ -315,3 +316,70 @@ class _Message(_Text):
 
     def _repr_html_(self) -> str:
         return f"<p class='wt-message' style='color:#b00020;font-weight:bold'>⚠ {html.escape(self.text)}</p>"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Notebook 09: grouped-query attention.
+
+GPT_LENGTH = SIZES["src_len"] + SIZES["tgt_len"]  # a decoder-only model reads source and target as one sequence
+
+
+def kv_sharing(heads: int, kv_heads: int) -> torch.Tensor:
+    """[H, H_kv]: 1 where query head h reads K/V head j, as the real ``MultiHeadAttention.expand_kv`` decides."""
+    attention = MultiHeadAttention(2 * heads, heads, num_kv_heads=kv_heads)  # the smallest one; checks kv_heads
+    marker = torch.arange(kv_heads, dtype=torch.float32).view(1, kv_heads, 1, 1)  # [1, H_kv, 1, 1]: head j holds j
+    read = attention.expand_kv(marker, "K").view(heads).long()  # [H]: the K/V head each query head reads
+    return torch.nn.functional.one_hot(read, kv_heads)  # [H, H_kv]
+
+
+@dataclasses.dataclass(frozen=True)
+class GQACosts:
+    """What the number of K/V heads changes, for one GPT config: K's shape, one attention's weights, the cache."""
+
+    k_shape: tuple[int, ...]  # [B, H_kv, L, d_k], traced
+    attention_parameters: int  # W_q, W_k, W_v, W_o and their biases, one layer
+    kv_bytes_per_token: int  # K and V of every layer, float32, for one cached token
+
+
+def gqa_costs(cfg: GPTConfig, batch: int = SIZES["batch"], length: int = GPT_LENGTH) -> GQACosts:
+    """K's shape from the trace, the attention's parameter count from a meta-device module, the cache per token."""
+    rows = trace_gpt(cfg, batch, length)
+    k_shape = next(r.shape for r in rows if (r.where, r.step) == ("decoder.layers.0.self_attn", "K transpose"))
+    with torch.device("meta"):
+        attention = MultiHeadAttention(cfg.d_model, cfg.num_heads, num_kv_heads=cfg.num_kv_heads)
+    parameters = sum(p.numel() for p in attention.parameters())
+    kv_heads, d_k = k_shape[1], k_shape[3]
+    return GQACosts(k_shape, parameters, 2 * cfg.num_layers * kv_heads * d_k * 4)
+
+
+def sharing_figure(heads: int, kv_heads: int, layout: str | None = "constrained") -> Figure:
+    """The picture of ``kv_sharing``: one row per query head, a dark cell at the K/V head it reads."""
+    figure = Figure(figsize=(1.8 + 0.45 * kv_heads, 1.2 + 0.32 * heads), layout=layout)
+    viz.heatmap(kv_sharing(heads, kv_heads), [f"Q head {h}" for h in range(heads)],
+                [f"KV {j}" for j in range(kv_heads)], ax=figure.add_subplot(), cmap="Blues", vmin=0, vmax=1,
+                colorbar=False, title=f"{heads} query heads, {kv_heads} K/V head(s)",
+                xlabel="K/V head read", ylabel="query head")
+    return figure
+
+
+def gqa_explorer() -> Explorer:
+    """Notebook 09: from H K/V heads (multi-head) down to 1 (multi-query): shapes, parameters, cache, sharing."""
+    def render(heads, kv_heads, d_model, layers):
+        cfg = GPTConfig(vocab_size=BASE.tgt_vocab_size, d_model=d_model, num_heads=heads, num_kv_heads=kv_heads,
+                        d_ff=BASE.d_ff, num_layers=layers, max_len=BASE.max_len, dropout=0.0)
+        costs, full = gqa_costs(cfg), gqa_costs(dataclasses.replace(cfg, num_kv_heads=None))
+        rows = trace_gpt(cfg, SIZES["batch"], GPT_LENGTH)
+        table = ShapeTable([r for r in rows if r.where == "decoder.layers.0.self_attn"
+                            and r.step.startswith(("Q transpose", "K", "V", "scores"))],
+                           highlight=("K transpose", "V transpose"))
+        summary = _Text(f"K and V per layer   {list(costs.k_shape)}  [B, H_kv, L, d_k]\n"
+                        f"query heads per K/V head   {heads // kv_heads}\n"
+                        f"attention weights per layer   {costs.attention_parameters:,}"
+                        f"  (with {heads} K/V heads: {full.attention_parameters:,})\n"
+                        f"KV cache per token, {layers} layers   {costs.kv_bytes_per_token:,} bytes"
+                        f"  (with {heads} K/V heads: {full.kv_bytes_per_token:,}; ÷{heads // kv_heads})")
+        return table, summary, sharing_figure(heads, kv_heads, layout=None)
+    return explorer([_slider("heads", BASE.num_heads, 1, 16), _slider("kv_heads", BASE.num_heads, 1, 16),
+                     _slider("d_model", BASE.d_model, 16, 1024, 16), _slider("layers", BASE.num_layers, 1, 12)],
+                    render, f"Before you move kv_heads from {BASE.num_heads} to 2: what will K's shape be, and by "
+                            f"how much does the KV cache per token shrink? Then try kv_heads 3.")
