@@ -383,3 +383,51 @@ def gqa_explorer() -> Explorer:
                      _slider("d_model", BASE.d_model, 16, 1024, 16), _slider("layers", BASE.num_layers, 1, 12)],
                     render, f"Before you move kv_heads from {BASE.num_heads} to 2: what will K's shape be, and by "
                             f"how much does the KV cache per token shrink? Then try kv_heads 3.")
+
+
+def cache_explorer() -> Explorer:
+    """Notebook 08: decoding step t with the key/value cache: its shapes (traced on the meta device), the two
+    caches drawn per layer (self-attention: one more position each step; cross-attention: fixed), their bytes."""
+    from .trace import trace_decoding_step  # appended with notebook 08; belongs with the imports at the top
+
+    def render(step, batch, src_len, d_model, heads, layers):
+        cfg = _config(d_model, heads, layers=layers)
+        rows = trace_decoding_step(cfg, batch, src_len, step)
+        table = ShapeTable([r for r in rows if r.where in ("decoder.layers.0.self_attn", "decoder.layers.0.cross_attn")
+                            and r.step in ("Q transpose", "K in the cache", "scores Q·Kᵀ/√d_k", "output W_o")],
+                           highlight=("K in the cache",))
+        held = {"self": 0, "cross": 0}
+        for r in rows:
+            if r.step == "K in the cache":  # V has K's shape: K and V together are twice K
+                held["cross" if r.where.endswith("cross_attn") else "self"] += 2 * 4 * torch.Size(r.shape).numel()
+        figure = Figure(figsize=(8, 1.1 + 0.25 * layers))
+        grow, fixed = figure.subplots(1, 2, width_ratios=[2, 1])  # x axes fixed to the sliders' ranges: growth shows
+        earlier, new, memory = torch.tensor([0.62, 0.79, 0.88]), torch.tensor([0.95, 0.41, 0.07]), \
+            torch.tensor([0.63, 0.85, 0.61])  # RGB: blue, orange, green
+        cells = earlier.expand(layers, step, 3).clone()  # [layers, t, RGB]: cached at earlier steps
+        cells[:, -1] = new  # this step's key/value
+        for ax, picture, span, title in (
+                (grow, cells, 64, f"self-attention K, V: t = {step} (this step's in orange)"),
+                (fixed, memory.expand(layers, src_len, 3), 32, f"cross-attention K, V: L_src = {src_len}, fixed")):
+            ax.imshow(picture.numpy(), aspect="auto", extent=(0, picture.size(1), layers, 0))
+            ax.set_xlim(0, span)
+            ax.set_xticks(range(0, span + 1, span // 4))
+            ax.set_xticks(range(picture.size(1)), minor=True)
+            ax.grid(which="minor", axis="x", color="white", linewidth=0.5)
+            ax.set_yticks([i + 0.5 for i in range(layers)], [f"layer {i}" for i in range(layers)], fontsize=8)
+            ax.set_title(title, fontsize=9)
+            ax.set_xlabel("position")
+        fixed.set_yticks([])
+        figure.subplots_adjust(left=0.09, right=0.98, bottom=0.6 / (1.1 + 0.25 * layers), top=0.85, wspace=0.05)
+        d_k = d_model // heads
+        summary = _Text(f"self cache  2 × {layers} layers × {batch} × {heads} heads × {step} × {d_k} × 4 bytes "
+                        f"= {held['self']:,} bytes\n"
+                        f"cross cache 2 × {layers} layers × {batch} × {heads} heads × {src_len} × {d_k} × 4 bytes "
+                        f"= {held['cross']:,} bytes\n"
+                        f"each new token adds {held['self'] // step:,} bytes to the self cache")
+        return table, figure, summary
+    return explorer([_slider("step", 5, 1, 64), _slider("batch", SIZES["batch"], 1, 128),
+                     _slider("src_len", SIZES["src_len"], 1, 32), _slider("d_model", BASE.d_model, 16, 1024, 16),
+                     _slider("heads", BASE.num_heads, 1, 16), _slider("layers", BASE.num_layers, 1, 12)], render,
+                    "Before you move step from 5 to 6: which shapes in the table change, which stay, and how many "
+                    "bytes does the self-attention cache grow by?")
