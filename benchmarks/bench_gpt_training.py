@@ -13,8 +13,6 @@ import argparse
 import os
 import time
 
-import torch
-
 import walkthrough as wt
 from walkthrough.language_model import GPTSettings, GPTTrainer
 
@@ -31,9 +29,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--every", type=int, default=50, help="score the held-out set every this many steps")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    print(f"{torch.get_num_threads()} torch thread(s); {load()}")
-    trainer = GPTTrainer(GPTSettings())
+    print(f"{args.threads} torch thread(s); {load()}")
+    trainer = GPTTrainer(GPTSettings(), threads=args.threads)
     held_out = wt.held_out_pairs(500)
     trained_s, reached_95, at_budget = 0.0, None, None
     while trainer.remaining and trained_s < BUDGET_S:

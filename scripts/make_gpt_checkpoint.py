@@ -45,18 +45,13 @@ def train(steps: int | None = None) -> tuple[GPTTrainer, dict[int, str]]:
 
     Returns the trainer and the weights' hash at CHECK_STEP and at the end ({step: sha256}).
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    try:
-        trainer = GPTTrainer(GPTSettings())
-        hashes = {}
-        goal = trainer.total_steps if steps is None else steps
-        for stop in sorted({min(CHECK_STEP, goal), goal}):
-            trainer.run(stop - trainer.step, progress=False)
-            hashes[stop] = weights_hash(trainer.model)
-        return trainer, hashes
-    finally:
-        torch.set_num_threads(threads)
+    trainer = GPTTrainer(GPTSettings(), threads=THREADS)
+    hashes = {}
+    goal = trainer.total_steps if steps is None else steps
+    for stop in sorted({min(CHECK_STEP, goal), goal}):
+        trainer.run(stop - trainer.step, progress=False)
+        hashes[stop] = weights_hash(trainer.model)
+    return trainer, hashes
 
 
 def manifest() -> dict:
