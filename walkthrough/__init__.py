@@ -13,6 +13,7 @@ from .data import PHRASES, Vocab, chinese_numeral, english_words, numeral_vocabs
 from .embedding import Embedding, PositionalEncoding, apply_rope, sinusoidal_table
 from .exercises import check_exercise
 from .gpt import GPT, greedy_generate
+from .language_model import GPTSettings, GPTTrainer, load_gpt_checkpoint, save_gpt_checkpoint
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward
 from .loss import sequence_loss
 from .masks import causal_mask, decoder_self_mask, padding_mask, to_blocked
@@ -27,7 +28,7 @@ from .model import (
 )
 from .quiz import ask_shape, check_shape_answer
 from .recording import Row
-from .trace import check_shape, format_table, shape_map, show, summarise, trace_shapes
+from .trace import check_shape, format_table, shape_map, show, summarise, trace_gpt, trace_shapes
 from .train import (
     Trainer,
     TrainSettings,
@@ -49,6 +50,8 @@ __all__ = [
     "EncoderLayer",
     "FeedForward",
     "GPTConfig",
+    "GPTSettings",
+    "GPTTrainer",
     "KVCache",
     "ModelConfig",
     "MultiHeadAttention",
@@ -76,12 +79,14 @@ __all__ = [
     "greedy_steps",
     "held_out_pairs",
     "load_checkpoint",
+    "load_gpt_checkpoint",
     "load_torch_transformer",
     "numeral_vocabs",
     "pad_batch",
     "padding_mask",
     "phrase_vocabs",
     "save_checkpoint",
+    "save_gpt_checkpoint",
     "scaled_dot_product_attention",
     "sequence_loss",
     "shape_map",
@@ -90,6 +95,7 @@ __all__ = [
     "summarise",
     "teacher_forcing",
     "to_blocked",
+    "trace_gpt",
     "trace_shapes",
     "translate",
     "viz",
