@@ -282,19 +282,21 @@ def trace_callable(fn: Callable[[], object], root: nn.Module | None = None, *, o
     ``torch.device("meta")`` or with ``meta_copy``; inputs with ``meta_inputs``). Calls of ``root``'s
     submodules are tagged by their path in ``root`` (the root itself is ``root_name``). ``ops=True``:
     an ``OpRow`` per module call and per tensor-producing op, with our ``record`` rows among them;
-    ``ops=False``: the ``record`` rows alone. A failure inside becomes a ``TraceError`` naming the op
-    and the module path.
+    ``ops=False``: the ``record`` rows alone. ``fn`` runs under ``torch.inference_mode()`` and with the
+    meta device as the default for new tensors. A failure inside becomes a ``TraceError`` naming the
+    op and the module path.
     """
     tracer = _Tracer(root, root_name, ops)
     handles = [nn.modules.module.register_module_forward_pre_hook(tracer.enter),
                nn.modules.module.register_module_forward_hook(tracer.leave)]
     try:
-        with listening(tracer.recorder), torch.inference_mode(), _op_tap(tracer):
-            fn()
-    except TraceError:
-        raise
-    except (RuntimeError, NotImplementedError) as error:
-        raise tracer.explain(error) from error
+        with listening(tracer.recorder):
+            try:
+                # torch.device("meta"): a tensor made inside without a device lands on meta too, never in memory
+                with torch.device("meta"), torch.inference_mode(), _op_tap(tracer):
+                    fn()
+            except (RuntimeError, NotImplementedError) as error:
+                raise tracer.explain(error) from error
     finally:
         for handle in handles:
             handle.remove()
