@@ -130,3 +130,8 @@ def test_without_widgets_the_question_is_a_fold():
     assert "Q after the split? &lt;b&gt;" in html
     assert "<details><summary>show answer</summary>" in html and "[32, 8, 10, 64] = [B, H, L, d_k]" in html
     assert bundle["text/plain"].startswith("Predict the shape: Q after the split?")
+
+
+def test_a_batch_of_one_reads_as_one_sentence():
+    correct, feedback = wt.check_shape_answer("[1, 3, 512]", (1, 3, 512), "B L D")
+    assert correct and "B = 1 sentence," in feedback and "L = 3 tokens" in feedback

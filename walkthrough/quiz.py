@@ -32,6 +32,18 @@ MEANINGS = {
 EXAMPLE = "[2, 3, 4]"  # an example of the format that gives nothing away
 
 
+def counted(size: int, noun: str) -> str:
+    """The noun as it reads after ``size``: 'sentences' after 32, 'sentence' after 1."""
+    if size != 1:
+        return noun
+    words = noun.split()
+    for i, word in enumerate(words):
+        if word.endswith("s"):
+            words[i] = word[:-3] + "y" if word.endswith("ies") else word[:-1]
+            break
+    return " ".join(words)
+
+
 class Question:
     """A resolved question: the shape, a name per dim (or None) and every named size in play."""
 
@@ -69,7 +81,7 @@ class Question:
             return str(size)
         if name.isdigit():
             return f"{size} (it broadcasts)"
-        return f"{name} = {size} {MEANINGS.get(name, '')}".rstrip()
+        return f"{name} = {size} {counted(size, MEANINGS.get(name, ''))}".rstrip()
 
     def reveal(self) -> str:
         """'[32, 8, 10, 64] = [B, H, L, d_k]: B = 32 sentences, H = 8 heads, ...'."""
