@@ -294,3 +294,13 @@ def test_trace_callable_is_the_core_of_every_entry_point(small_cfg):
     assert rows[-1] == wt.Row("encoder", "memory (final LayerNorm)", (2, 6, 32), "B L_src D",
                               "the encoder output, read by each decoder layer")
     assert trace.trace_callable(lambda: model.encode(src), model)[-1].where == "encoder"
+
+
+def test_a_tensor_made_inside_forward_without_a_device_is_not_allocated():
+    class MakesAHugeTensor(nn.Module):
+        def forward(self, x):
+            return x + torch.ones(10**6, 10**6).sum()  # 4 TB if it were real
+
+    rows = wt.trace_module(MakesAHugeTensor(), (2, 3))
+    assert [(r.step, r.shape) for r in rows if r.step in ("aten.ones", "aten.add")] == [
+        ("aten.ones", (10**6, 10**6)), ("aten.add", (2, 3))]
