@@ -193,6 +193,8 @@ def test_shape_table_depth_and_within():
     top = trace.shape_table(rows, depth=1).rows
     assert [(r.where, r.step) for r in top] == [("encoder", "TransformerEncoder"), ("decoder", "TransformerDecoder")]
     assert top[1].shape == (3, 2, 32) and top[1].inputs == ((3, 2, 32), (3, 5, 32))
+    stack, first_layer = (trace.shape_table(rows, within=w).rows for w in ("encoder.layers", "encoder.layers.0"))
+    assert stack == first_layer  # a module that only holds others (never called itself) still selects
     one = trace.shape_table(rows, within="encoder.layers.0.self_attn").rows
     assert one[0].step == "MultiheadAttention" and all(r.where == "encoder.layers.0.self_attn" for r in one)
     text = repr(trace.shape_table(rows, within="encoder.layers.0.linear1"))

@@ -475,10 +475,11 @@ def shape_table(rows, *, depth: int | None = None, within: str | None = None, fo
     ``fold`` summarises layers 1..N-1; ``highlight`` marks rows whose step or path contains a text."""
     rows = list(rows)
     if within is not None:
-        if not any(r.where == within for r in rows):
+        inside = [r for r in rows if r.where == within or r.where.startswith(within + ".")]
+        if not inside:
             paths = sorted({r.where for r in rows if isinstance(r, OpRow) and r.kind == "module"})[:8]
             raise ValueError(f"within={within!r} matches no row's module path; paths look like {paths}")
-        rows = [r for r in rows if r.where == within or r.where.startswith(within + ".")]
+        rows = inside
     if depth is not None:
         check_positive_int("depth", depth)
         rows = [r for r in rows if _depth(r.where) < depth
