@@ -28,7 +28,17 @@ from .model import (
 )
 from .quiz import ask_shape, check_shape_answer
 from .recording import Row
-from .trace import check_shape, format_table, shape_map, show, summarise, trace_gpt, trace_shapes
+from .trace import (
+    check_shape,
+    format_table,
+    shape_map,
+    shape_table,
+    show,
+    summarise,
+    trace_gpt,
+    trace_module,
+    trace_shapes,
+)
 from .train import (
     Trainer,
     TrainSettings,
@@ -90,12 +100,14 @@ __all__ = [
     "scaled_dot_product_attention",
     "sequence_loss",
     "shape_map",
+    "shape_table",
     "show",
     "sinusoidal_table",
     "summarise",
     "teacher_forcing",
     "to_blocked",
     "trace_gpt",
+    "trace_module",
     "trace_shapes",
     "translate",
     "viz",
