@@ -369,10 +369,13 @@ class Trainer(TrainingLoop):
         return self.accuracy(held_out_pairs(500) if self.pairs is None else self.pairs)
 
     def translate(self, texts: list[str]) -> list[str]:
-        return translate(self.model, texts, self.src_vocab, self.tgt_vocab)
+        """Greedy translations, on the trainer's threads (one: small steps, no waiting on a busy machine)."""
+        with _torch_threads(self.threads):
+            return translate(self.model, texts, self.src_vocab, self.tgt_vocab)
 
     def accuracy(self, pairs: list[tuple[str, str]]) -> float:
-        return exact_match(self.model, pairs, self.src_vocab, self.tgt_vocab)
+        with _torch_threads(self.threads):
+            return exact_match(self.model, pairs, self.src_vocab, self.tgt_vocab)
 
 
 def _check_texts(texts) -> None:
