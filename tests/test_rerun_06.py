@@ -2,10 +2,9 @@
 
 The failure this guards against: run the model cell, the labels cell, the model cell again, then the one-hot
 cell. The one-hot loss then came from the new logits while the class-id loss it was compared with came from
-the old ones (10.505 against 10.422).
+the old ones (10.505 against 10.422). Scrambled re-runs of every cell: tests/test_rerun_out_of_order.py.
 """
 
-import random
 from pathlib import Path
 
 import nbformat
@@ -41,12 +40,3 @@ def test_one_hot_and_smoothing_hold_after_the_model_cell_is_re_run():
     one_hot, smoothing = cell_with(cells, "F.one_hot(labels"), cell_with(cells, "smoothing=eps")
     run([setup, model, labels, model, one_hot, smoothing, labels, smoothing, one_hot])
 
-
-def test_every_cell_holds_when_all_are_re_run_out_of_order():
-    cells = code_cells()
-    orders = []
-    for seed in (0, 1):
-        shuffled = cells[1:]
-        random.Random(seed).shuffle(shuffled)
-        orders += shuffled
-    run([*cells, *orders])  # first top to bottom (every name exists), then twice in a scrambled order

@@ -1,0 +1,36 @@
+"""Notebooks 00, 04, 05 and 06 hold whatever order a class re-runs their cells in.
+
+After one run top to bottom (so every name exists), every code cell runs again, twice, in a scrambled order
+on the same kernel: a cell that asserts must compare what it computes itself, never a value an earlier cell
+left behind from other data.
+"""
+
+import random
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+PATHS = [next(NOTEBOOKS.glob(f"{number}_*.ipynb")) for number in ("00", "04", "05", "06")]
+
+
+def run(path: Path, sources: list[str]) -> None:
+    """Run the sources in the order given on one fresh kernel; a failing cell raises CellExecutionError."""
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
+    client = NotebookClient(notebook, timeout=600, resources={"metadata": {"path": str(path.parent)}})
+    with client.setup_kernel():
+        for index, cell in enumerate(notebook.cells):
+            client.execute_cell(cell, index)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_every_cell_holds_when_all_are_re_run_out_of_order(path):
+    sources = [cell.source for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
+    scrambled = []
+    for seed in (0, 1):
+        order = sources[1:]
+        random.Random(seed).shuffle(order)
+        scrambled += order
+    run(path, [*sources, *scrambled])
