@@ -62,3 +62,8 @@ def test_teacher_forcing_shifts_by_one():
 def test_pad_batch_rejects_an_empty_batch():
     with pytest.raises(ValueError, match="rows is empty"):
         wt.pad_batch([])
+
+
+def test_held_out_count_is_checked():
+    with pytest.raises(ValueError, match="count must be at least 1, got 0"):
+        wt.held_out_pairs(0)
