@@ -23,15 +23,19 @@ def _train(args) -> None:
 
     if args.save is not None:  # checked first: a bad path must not cost a whole training run
         check_checkpoint_path(args.save, for_writing=True, name="--save")
-    defaults = TrainSettings()
+    task, settings, save = Trainer, TrainSettings, save_checkpoint
+    if args.model == "gpt":  # notebook 09: the same numerals as a decoder-only language model
+        from .language_model import GPTSettings, GPTTrainer, save_gpt_checkpoint
+        task, settings, save = GPTTrainer, GPTSettings, save_gpt_checkpoint
+    defaults = settings()
     steps = defaults.steps if args.steps is None else args.steps
     # Fewer steps than the default keep the default's share of warm-up (15%), so --steps 20 just works.
     warmup = round(defaults.warmup * steps / defaults.steps) if args.warmup is None else args.warmup
-    trainer = Trainer(TrainSettings(steps=steps, warmup=warmup, seed=args.seed))
+    trainer = task(settings(steps=steps, warmup=warmup, seed=args.seed))
     pairs = held_out_pairs(args.held_out)
     print(trainer.run(seconds=args.seconds, evaluate=False), file=sys.stderr)
     if args.save is not None:
-        save_checkpoint(trainer, args.save)
+        save(trainer, args.save)
     print(f"held-out exact-match accuracy: {trainer.accuracy(pairs):.2f} ({len(pairs)} examples)")
 
 
@@ -72,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: 15%% of the steps)")
     train.add_argument("--seconds", type=_positive_seconds, default=None,
                        help="time budget: stop cleanly after this many seconds, even if steps remain")
+    train.add_argument("--model", choices=("transformer", "gpt"), default="transformer",
+                       help="transformer: the encoder-decoder (notebook 07); gpt: the decoder-only model (notebook 09)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--held-out", type=_positive_int, default=500, help="held-out examples to score")
     train.add_argument("--save", default=None, help="write a checkpoint to this path (checked before training)")
