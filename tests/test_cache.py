@@ -333,3 +333,30 @@ def test_trace_of_a_cached_step_refuses_bad_sizes():
         trace_decoding_step(cfg, batch=2, src_len=9, step=2)
     with pytest.raises(TypeError, match="ModelConfig"):
         trace_decoding_step("paper", batch=2, src_len=3, step=2)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The notebook-08 explorer.
+
+def test_cache_explorer_shows_a_cached_step_and_its_bytes():
+    explorer = wt.widgets.cache_explorer()
+    text = explorer.text()
+    assert "⚠" not in text and "[image/png]" in text
+    assert "[32, 8, 5, 64]" in text and "[32, 8, 1, 5]" in text and "[32, 8, 1, 10]" in text
+    self_bytes = 2 * 6 * 32 * 8 * 5 * 64 * 4  # 2 × layers × B × H × t × d_k × float32
+    assert f"= {self_bytes:,} bytes" in text and f"= {2 * 6 * 32 * 8 * 10 * 64 * 4:,} bytes" in text
+    explorer.control("step").value = 9
+    text = explorer.text()
+    assert "[32, 8, 9, 64]" in text and "[32, 8, 1, 9]" in text and "[32, 8, 5, 64]" not in text
+    assert f"= {self_bytes // 5 * 9:,} bytes" in text
+    explorer.control("layers").value = 2
+    assert f"= {self_bytes // 5 * 9 // 3:,} bytes" in explorer.text()
+
+
+def test_cache_explorer_shows_a_bad_combination_as_a_message():
+    explorer = wt.widgets.cache_explorer()
+    explorer.control("heads").value = 7
+    text = explorer.text()
+    assert "⚠" in text and "not divisible" in text and "Traceback" not in text
+    explorer.control("heads").value = 8
+    assert "⚠" not in explorer.text()
