@@ -8,7 +8,8 @@ the old ones (10.505 against 10.422). Scrambled re-runs of every cell: tests/tes
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
+
+from tests.test_rerun_out_of_order import run
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_output_head.ipynb"
 
@@ -24,19 +25,11 @@ def cell_with(cells, text: str) -> nbformat.NotebookNode:
     return hits[0]
 
 
-def run(cells) -> None:
-    """Run the cells in the order given on one fresh kernel; a failing cell raises CellExecutionError."""
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell.source) for cell in cells])
-    client = NotebookClient(notebook, timeout=600, resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    with client.setup_kernel():
-        for index, cell in enumerate(notebook.cells):
-            client.execute_cell(cell, index)
-
-
 def test_one_hot_and_smoothing_hold_after_the_model_cell_is_re_run():
     cells = code_cells()
     setup, model = cells[0], cell_with(cells, "model = wt.Transformer(cfg)")
     labels = cell_with(cells, "labels = torch.randint")
     one_hot, smoothing = cell_with(cells, "F.one_hot(labels"), cell_with(cells, "smoothing=eps")
-    run([setup, model, labels, model, one_hot, smoothing, labels, smoothing, one_hot])
+    run(NOTEBOOK, [cell.source for cell in (setup, model, labels, model, one_hot, smoothing, labels, smoothing,
+                                           one_hot)])
 
