@@ -1,6 +1,7 @@
 """What nbval does not check: slides, the conventions every notebook keeps, widgets out of order, the static site."""
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,17 +28,71 @@ def widget_cells(notebook):
     return [c for c in code_cells(notebook) if "wt.widgets." in c.source]
 
 
+AUTHOR_SLIDE_TYPES = ("subslide", "fragment", "skip", "notes")
+
+
+def slide_type(cell) -> str | None:
+    return cell.metadata.get("slideshow", {}).get("slide_type")
+
+
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
-def test_notebook_presents_as_slides(path):
-    notebook = read(path)
-    first = notebook.cells[0]
-    assert first.cell_type == "markdown" and first.source.startswith("# ")
-    assert first.metadata["slideshow"]["slide_type"] == "slide", "the title is a slide of its own"
-    for cell in notebook.cells:
-        slide_type = cell.metadata.get("slideshow", {}).get("slide_type")
-        assert slide_type in ("slide", "subslide", "fragment", "-"), cell.source[:60]
-        if cell.cell_type == "markdown" and cell.source.startswith("## "):
-            assert slide_type == "slide", f"each idea gets a slide: {cell.source.splitlines()[0]}"
+def test_notebook_presents_as_slides_in_deck_mode(path):
+    """Slide 1 is the title and its introduction only (so it fits a 1366x768 screen); the next cell and every
+    `## ` heading start a slide; other cells carry no slide_type, which Deck mode reads as "continue this
+    slide" (its reading of RISE's "-" is "on no slide": the code under a heading would vanish)."""
+    cells = read(path).cells
+    assert cells[0].cell_type == "markdown" and cells[0].source.startswith("# ")
+    assert slide_type(cells[0]) == "slide", "the title opens slide 1"
+    first_slide = 1
+    while cells[first_slide].cell_type == "markdown" and not cells[first_slide].source.startswith("## "):
+        first_slide += 1
+    assert slide_type(cells[first_slide]) == "slide", \
+        "slide 1 is the title and its introduction only: the cell after them starts slide 2 " \
+        "(python tools/slide_metadata.py sets this)"
+    for index, cell in enumerate(cells[1:], start=1):
+        heading = cell.cell_type == "markdown" and cell.source.startswith("## ")
+        if heading or index == first_slide:
+            assert slide_type(cell) == "slide", f"each idea gets a slide: {cell.source.splitlines()[0]}"
+        elif index < first_slide:
+            assert slide_type(cell) is None, "the introduction belongs to slide 1"
+        else:
+            assert slide_type(cell) in (None, "slide", *AUTHOR_SLIDE_TYPES), \
+                f'slide_type {slide_type(cell)!r} shows nowhere in Deck mode (use no slide_type to continue a ' \
+                f'slide): {cell.source[:60]!r}'
+
+
+def test_slide_metadata_tool_applies_the_rule_and_only_that(tmp_path):
+    """tools/slide_metadata.py on RISE-style metadata: metadata only, idempotent, and the test above holds."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import slide_metadata
+
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# 99 · Title\n\nIntro."),
+        nbformat.v4.new_markdown_cell("More introduction."),
+        nbformat.v4.new_code_cell("import walkthrough as wt", execution_count=1,
+                                  outputs=[nbformat.v4.new_output("stream", text="hello\n")]),
+        nbformat.v4.new_markdown_cell("## An idea"),
+        nbformat.v4.new_code_cell("1 + 1"),
+        nbformat.v4.new_markdown_cell("Aside."),
+    ])
+    for cell, kind in zip(notebook.cells, ["slide", "-", "-", "slide", "-", "fragment"]):
+        cell.metadata["slideshow"] = {"slide_type": kind}
+    notebook.cells[4].metadata["tags"] = ["kept"]
+    path = tmp_path / "99_example.ipynb"
+    nbformat.write(notebook, path)
+    before = nbformat.read(path, as_version=4)
+
+    slide_metadata.main([str(tmp_path)])
+    after = nbformat.read(path, as_version=4)
+    assert [slide_type(c) for c in after.cells] == ["slide", None, "slide", "slide", None, "fragment"]
+    assert after.cells[4].metadata == {"tags": ["kept"]}
+    for old, new in zip(before.cells, after.cells):
+        assert (old.source, old.get("outputs"), old.get("execution_count")) == \
+               (new.source, new.get("outputs"), new.get("execution_count"))
+    text = path.read_text()
+    slide_metadata.main([str(tmp_path)])
+    assert path.read_text() == text, "a second run changes nothing"
+    test_notebook_presents_as_slides_in_deck_mode(path)
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
@@ -71,7 +126,9 @@ def test_widgets_work_after_a_restart_run_out_of_order(path):
 
 def test_static_site_builds_offline(tmp_path):
     pages = build_site.build(tmp_path)
-    assert [p.stem for p in pages] == [p.stem for p in PATHS]
+    committed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", "HEAD", "notebooks/"],
+                               capture_output=True, text=True, check=True).stdout.split()
+    assert [p.stem for p in pages] == [Path(n).stem for n in committed if n.endswith(".ipynb")]
     index = (tmp_path / "index.html").read_text()
     for page in pages:
         text = page.read_text()
@@ -80,3 +137,47 @@ def test_static_site_builds_offline(tmp_path):
         assert not re.search(r"<script\b[^>]*\bsrc=[\"']https?://", text), "no CDN script"
         assert not any(re.search(r"https?://", s) for s in re.findall(r"<script\b.*?</script>", text, re.S))
         assert "Interactive widget" in text
+
+
+def git(root: Path, *arguments: str) -> None:
+    subprocess.run(["git", "-C", str(root), "-c", "user.name=test", "-c", "user.email=test@example.org",
+                    *arguments], check=True, capture_output=True)
+
+
+def site_notebook(*outputs) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell("wt.ask_shape(...)", execution_count=1, outputs=list(outputs))
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 99 · Example"), cell])
+
+
+def widget_output(**extra) -> nbformat.NotebookNode:
+    view = {"model_id": "0123", "version_major": 2, "version_minor": 0}
+    return nbformat.v4.new_output("display_data", data={WIDGET_VIEW: view, "text/plain": "VBox(...)", **extra})
+
+
+def test_static_site_shows_the_committed_notebooks_not_the_autosaved_ones(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    path = repo / "notebooks" / "99_example.ipynb"
+    nbformat.write(site_notebook(nbformat.v4.new_output("stream", text="all four figures\n")), path)
+    git(repo, "init", "-q")
+    git(repo, "add", "notebooks")
+    git(repo, "commit", "-q", "-m", "executed")
+    nbformat.write(site_notebook(nbformat.v4.new_output("stream", text="half-run by JupyterLab\n")), path)
+
+    committed = build_site.build(tmp_path / "site", root=repo)[0].read_text()
+    assert "all four figures" in committed and "half-run" not in committed
+    working = build_site.build(tmp_path / "draft", root=repo, working_copy=True)[0].read_text()
+    assert "half-run by JupyterLab" in working
+
+
+def test_static_site_shows_a_widgets_own_html_and_a_note_for_the_others(tmp_path):
+    fold = "<details><summary>show answer</summary><p>[32, 8, 10, 64]: B H L d_k</p></details>"
+    notebook = site_notebook(widget_output(**{"text/html": fold}), widget_output())
+    build_site.without_widgets(notebook)
+    question, slider = (o["data"] for o in notebook.cells[1].outputs)
+    assert question == {"text/html": fold}
+    assert slider == {"text/html": build_site.WIDGET_NOTE}
+    (tmp_path / "notebooks").mkdir()
+    nbformat.write(site_notebook(widget_output(**{"text/html": fold})), tmp_path / "notebooks" / "99_example.ipynb")
+    page = build_site.build(tmp_path / "site", root=tmp_path, working_copy=True)[0].read_text()
+    assert "<summary>show answer</summary>" in page and "Interactive widget" not in page

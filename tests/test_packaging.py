@@ -6,6 +6,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 import tomllib
 import urllib.request
@@ -14,6 +15,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+SETTINGS = ROOT / "jupyterlab-settings"
 CONDA_NAMES = {"torch": "pytorch-cpu"}  # the CPU build's conda-forge name
 
 
@@ -52,11 +54,70 @@ def test_no_cuda_build_and_the_package_is_installed_everywhere():
     assert "fonts-noto-cjk" in (ROOT / "binder" / "apt.txt").read_text().split()
 
 
-def test_slides_extension_is_in_every_environment_that_opens_jupyterlab():
+def test_deck_slides_are_in_every_environment_that_opens_jupyterlab():
+    """jupyterlab-slideshow presents the live notebook, so widgets work on slides; jupyterlab-rise renders a
+    copy in which every ipywidget is its text repr (upstream rise #119, #126), and would take Alt+R."""
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert any(line.startswith("jupyterlab-rise") for line in extras["dev"])
+    for extra in ("dev", "test"):
+        assert any(line.startswith("jupyterlab-slideshow") for line in extras[extra]), extra
+        assert not any(line.startswith("jupyterlab-rise") for line in extras[extra]), extra
     for path in (ROOT / "environment.yml", ROOT / "binder" / "environment.yml"):
-        assert "jupyterlab-rise" in conda_requirements(path)
+        conda = conda_requirements(path)
+        assert "jupyterlab-slideshow" in conda and "jupyterlab-rise" not in conda, path
+
+
+def lab_schema(plugin: str) -> dict:
+    """The settings schema of a JupyterLab plugin id ("package:plugin"), from this environment."""
+    package, name = plugin.split(":")
+    for folder in (Path(sys.prefix) / "share" / "jupyter" / "lab" / "schemas",
+                   *(Path(sys.prefix) / "share" / "jupyter" / "labextensions").glob("**/schemas")):
+        path = folder / package / f"{name}.json"
+        if path.exists():
+            return json.loads(path.read_text())
+    raise AssertionError(f"no plugin {plugin} in this JupyterLab")
+
+
+def test_shipped_settings_name_real_plugins_settings_and_commands():
+    """A typo in overrides.json is ignored by JupyterLab without a word: check every key against its schema."""
+    overrides = json.loads((SETTINGS / "overrides.json").read_text())
+    for plugin, values in overrides.items():
+        properties = lab_schema(plugin)["properties"]
+        for key in values:
+            assert key in properties, f"{plugin} has no setting {key!r}"
+    assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    deck_keys = [s for s in overrides["@jupyterlab/shortcuts-extension:shortcuts"]["shortcuts"]
+                 if s["command"] == "deck:toggle"]
+    assert [s["keys"] for s in deck_keys] == [["Alt R"]]
+    slideshow = (Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "jupyterlab-slideshow" / "static")
+    assert any('toggle="deck:toggle"' in p.read_text() for p in slideshow.glob("*.js")), "the command exists"
+
+
+def test_lab_settings_install_into_a_prefix_and_a_second_run_changes_nothing(tmp_path):
+    command = [sys.executable, str(ROOT / "tools" / "install_lab_settings.py"), str(tmp_path)]
+    subprocess.run(command, check=True, capture_output=True)
+    overrides = tmp_path / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "walkthrough.json"
+    extension = tmp_path / "share" / "jupyter" / "labextensions" / "walkthrough-classroom"
+    assert overrides.read_text() == (SETTINGS / "overrides.json").read_text()
+    font = extension / "static" / "NotoSansCJKsc-Regular.otf"
+    assert font.read_bytes()[:4] == b"OTTO", "an OpenType (CFF) font"
+    assert f'url("{font.name}")' in (extension / "static" / "classroom.css").read_text()
+    package = json.loads((extension / "package.json").read_text())
+    assert package["name"] == "walkthrough-classroom"
+    assert (extension / package["jupyterlab"]["_build"]["load"]).exists()
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+    subprocess.run(command, check=True, capture_output=True)
+    assert stamps == {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+
+
+def test_make_setup_and_binder_install_the_lab_settings_into_the_environment():
+    assert "tools/install_lab_settings.py" in (ROOT / "Makefile").read_text()
+    assert "python tools/install_lab_settings.py" in (ROOT / "binder" / "postBuild").read_text()
+    installed = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "walkthrough.json"
+    assert installed.read_text() == (SETTINGS / "overrides.json").read_text(), "run `make setup`"
+    listing = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True,
+                             text=True, check=True)
+    line = next(line for line in (listing.stdout + listing.stderr).splitlines() if "walkthrough-classroom" in line)
+    assert "enabled" in line and "OK" in line, line
 
 
 def test_readme_badge_and_links_open_the_notebooks():
@@ -75,15 +136,18 @@ def test_make_lab_starts_jupyterlab_on_the_notebooks(tmp_path):
         lab = subprocess.Popen(["make", "lab", f"LAB_ARGS=--no-browser --ip=127.0.0.1 --port={port}"], cwd=ROOT,
                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600  # a ceiling for a loaded machine, not an expectation
         while "is running at" not in log.read_text() and time.monotonic() < deadline and lab.poll() is None:
             time.sleep(0.5)
         text = log.read_text()
         assert "is running at" in text, text[-2000:]
         token = re.search(r"token=([0-9a-f]+)", text).group(1)
         url = f"http://127.0.0.1:{port}/api/contents/00_overview.ipynb?content=0&token={token}"
-        with urllib.request.urlopen(url, timeout=5) as answer:  # 200: it serves notebooks/ itself
+        with urllib.request.urlopen(url, timeout=60) as answer:  # 200: it serves notebooks/ itself
             assert json.load(answer)["name"] == "00_overview.ipynb"
+        url = f"http://127.0.0.1:{port}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={token}"
+        with urllib.request.urlopen(url, timeout=60) as answer:  # the shipped defaults, not the user's settings
+            assert json.load(answer)["schema"]["properties"]["fetchNews"]["default"] == "false"
     finally:
         os.killpg(lab.pid, signal.SIGTERM)
         lab.wait(timeout=30)

@@ -1,13 +1,19 @@
 """Render the executed notebooks to a static, offline site (``make html``): _site/index.html + one page each.
 
-Widgets need a kernel, so their outputs become a note saying so; scripts that would load from a
-CDN (require.js, MathJax, mermaid, the widget manager) are dropped, as the pages need none of them.
+The pages show the committed notebooks (``git show HEAD:notebooks/X.ipynb``), not the working copies:
+JupyterLab autosaves those while a teacher works, so they may be half-run. ``--working-copy`` renders
+the files on disk instead (for a checkout that is not a git repository, or to preview an edit).
 
-    python tools/build_site.py [OUT_DIR]
+Widgets need a kernel. An output that also carries its own HTML (a predict-the-shape question: its prompt
+and a "show answer" fold) shows that HTML; any other widget becomes a note saying so. Scripts that would
+load from a CDN (require.js, MathJax, mermaid, the widget manager) are dropped, as the pages need none.
+
+    python tools/build_site.py [OUT_DIR] [--working-copy]
 """
 
 import html
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,8 +31,9 @@ def without_widgets(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     notebook.metadata.pop("widgets", None)
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
-            if WIDGET_VIEW in output.get("data", {}):
-                output["data"] = {"text/html": WIDGET_NOTE}
+            data = output.get("data", {})
+            if WIDGET_VIEW in data:
+                output["data"] = {"text/html": data.get("text/html", WIDGET_NOTE)}
     return notebook
 
 
@@ -35,27 +42,50 @@ def offline(page: str) -> str:
     return SCRIPT.sub(lambda m: "" if re.search(r"https?://", m.group(0)) else m.group(0), page)
 
 
-def build(out: Path) -> list[Path]:
+def git(root: Path, *arguments: str) -> str:
+    done = subprocess.run(["git", "-C", str(root), *arguments], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"git {' '.join(arguments)} failed in {root}: {done.stderr.strip()}\n"
+                         f"(not a git checkout? build from the files on disk with --working-copy)")
+    return done.stdout
+
+
+def committed_notebooks(root: Path) -> list[tuple[str, nbformat.NotebookNode]]:
+    """(stem, notebook) for every notebooks/*.ipynb in git HEAD, as committed."""
+    names = sorted(n for n in git(root, "ls-tree", "--name-only", "HEAD", "notebooks/").split()
+                   if n.endswith(".ipynb"))
+    return [(Path(n).stem, nbformat.reads(git(root, "show", f"HEAD:{n}"), as_version=4)) for n in names]
+
+
+def working_copy_notebooks(root: Path) -> list[tuple[str, nbformat.NotebookNode]]:
+    return [(p.stem, nbformat.read(p, as_version=4)) for p in sorted((root / "notebooks").glob("*.ipynb"))]
+
+
+def build(out: Path, root: Path = ROOT, working_copy: bool = False) -> list[Path]:
+    notebooks = working_copy_notebooks(root) if working_copy else committed_notebooks(root)
     out.mkdir(parents=True, exist_ok=True)
     exporter = HTMLExporter(template_name="lab")
     pages = []
     index = []
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        notebook = without_widgets(nbformat.read(path, as_version=4))
+    for stem, notebook in notebooks:
+        notebook = without_widgets(notebook)
         title = next(c.source.splitlines()[0].lstrip("# ") for c in notebook.cells if c.cell_type == "markdown")
         body, _ = exporter.from_notebook_node(notebook, resources={"metadata": {"name": title}})
-        page = out / f"{path.stem}.html"
+        page = out / f"{stem}.html"
         page.write_text(offline(body), encoding="utf-8")
         pages.append(page)
         index.append(f"<li><a href='{page.name}'>{html.escape(title)}</a></li>")
+    source = "the notebooks on disk" if working_copy else "the notebooks as committed"
     (out / "index.html").write_text(
         "<!doctype html><meta charset='utf-8'><title>Transformer, by hand</title>"
-        "<h1>Transformer, by hand</h1><p>The executed notebooks, readable without Jupyter. "
+        f"<h1>Transformer, by hand</h1><p>The executed notebooks ({source}), readable without Jupyter. "
         "Sliders need a live kernel: run <code>make lab</code> for those.</p><ol>" + "".join(index) + "</ol>",
         encoding="utf-8")
     return pages
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "_site"
-    print(f"wrote {len(build(target))} pages and index.html to {target}")
+    arguments = [a for a in sys.argv[1:] if a != "--working-copy"]
+    target = Path(arguments[0]) if arguments else ROOT / "_site"
+    pages = build(target, working_copy="--working-copy" in sys.argv[1:])
+    print(f"wrote {len(pages)} pages and index.html to {target}")
