@@ -82,7 +82,8 @@ def test_an_error_in_render_or_drawing_becomes_one_line(make, monkeypatch):
     assert all(not out.outputs for out in explorer.outputs[1:]), "stale parts stay shown"
 
 
-def test_moves_leave_no_garbage_and_the_collector_as_they_found_it():
+def test_moves_leave_no_garbage_and_the_collector_and_threads_as_they_found_them():
+    threads = torch.get_num_threads()
     explorer = widgets.mask_explorer()
     control = explorer.control("tgt_len")
     for value in (9, 10) * 3:
@@ -91,7 +92,7 @@ def test_moves_leave_no_garbage_and_the_collector_as_they_found_it():
     before = len(gc.get_objects())
     for value in (9, 10) * 10:
         control.value = value
-    assert gc.isenabled()
+    assert gc.isenabled() and torch.get_num_threads() == threads
     assert len(gc.get_objects()) - before < 100, "each figure drawn should be freed without a full collection"
     gc.disable()
     try:

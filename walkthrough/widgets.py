@@ -107,11 +107,13 @@ def explorer(controls: list[widgets.Widget], render: Callable[..., object], ques
     box = Explorer(controls, question)
 
     def update(_change=None):
-        collecting = gc.isenabled()
+        collecting, threads = gc.isenabled(), torch.get_num_threads()
         gc.disable()  # no full collection in the middle of a move (they cost 100-300 ms in a notebook's kernel)
-        try:
+        torch.set_num_threads(1)  # tensors this small gain nothing from threads, and on a busy server
+        try:                      # waiting for a second one cost up to a second per move
             box.show(_display(render, {w.description: w.value for w in box.controls}))
         finally:
+            torch.set_num_threads(threads)
             if collecting:
                 gc.enable()
                 gc.collect(1)  # the figure just drawn is garbage now: freed while young, full collections stay rare
