@@ -204,8 +204,13 @@ def test_first_slide_fits_the_screen(open_notebook, name):
     notebook.check(all(cell["top"] >= 0 and cell["bottom"] <= SCREEN["height"] for cell in cells),
                    f"slide 1 is cut off: its cells span {[(round(c['top']), round(c['bottom'])) for c in cells]} "
                    f"on a screen {SCREEN['height']} px high")
-    notebook.check(notebook.notebook.locator(".jp-CodeCell.jp-deck-mod-visible").count() == 0,
+    code_shown = notebook.notebook.locator(".jp-CodeCell.jp-deck-mod-visible")
+    notebook.check(code_shown.count() == 0,
                    "slide 1 holds code: the set-up cell should start slide 2 (tools/slide_metadata.py)")
+    notebook.page.keyboard.press("ArrowRight")
+    notebook.page.wait_for_timeout(500)
+    notebook.check(code_shown.count() > 0, "slide 2 does not show the set-up code (Deck mode shows no cell "
+                                           "whose slide_type is RISE's '-': tools/slide_metadata.py)")
 
 
 def test_heads_slider_works_on_a_slide(open_notebook):
@@ -273,31 +278,37 @@ def test_projector_settings_apply_without_user_settings(open_notebook):
 
 
 def test_chinese_renders_as_glyphs_not_boxes(open_notebook):
-    """On a machine with no CJK font, 00's glossary must still draw Chinese: each character's pixels
-    differ from another character's and from a code point no font has (which draws the missing-glyph box)."""
+    """On a machine with no CJK font, 00's glossary must still draw Chinese, in its plain cells and its bold
+    header: each character's pixels differ from another character's and from a code point no font has (which
+    draws the missing-glyph box), and it is wider than that box."""
     notebook = open_notebook("00_overview.ipynb")
-    cell = notebook.notebook.locator(".jp-RenderedMarkdown td", has_text="词嵌入").first
-    cell.scroll_into_view_if_needed()
-    found = notebook.page.evaluate("""async () => {
-        const cell = [...document.querySelectorAll('.jp-RenderedMarkdown td')]
-            .find(td => td.textContent.includes('词嵌入'));
-        const font = getComputedStyle(cell).font;
-        await document.fonts.load(font, '词嵌');
+    notebook.notebook.locator(".jp-RenderedMarkdown td", has_text="词嵌入").first.scroll_into_view_if_needed()
+    drawn = notebook.page.evaluate("""async () => {
         const canvas = document.createElement('canvas');
         canvas.width = canvas.height = 64;
         const context = canvas.getContext('2d', {willReadFrequently: true});
-        const draw = text => {
+        const draw = (font, text) => {
             context.clearRect(0, 0, 64, 64);
             context.font = font;
             context.fillText(text, 4, 44);
             return {width: context.measureText(text).width, pixels: context.getImageData(0, 0, 64, 64).data.join()};
         };
-        const ci = draw('词'), qian = draw('嵌'), missing = draw('\\u0378'), missingToo = draw('\\u0379');
-        return {width: ci.width, missingWidth: missing.width, inked: /[1-9]/.test(ci.pixels),
-                differ: ci.pixels !== qian.pixels,
-                notMissing: ci.pixels !== missing.pixels && qian.pixels !== missing.pixels,
-                boxesAlike: missing.pixels === missingToo.pixels, font};
+        const cells = [...document.querySelectorAll('.jp-RenderedMarkdown td, .jp-RenderedMarkdown th')];
+        const results = [];
+        for (const [text, first, second] of [['词嵌入', '词', '嵌'], ['中文', '中', '文']]) {
+            const cell = cells.find(c => c.textContent.trim() === text);
+            const font = getComputedStyle(cell).font;
+            await document.fonts.load(font, first + second);
+            const a = draw(font, first), b = draw(font, second);
+            const box = draw(font, '\\u0378'), otherBox = draw(font, '\\u0379');
+            results.push({text, tag: cell.tagName, font, width: a.width, boxWidth: box.width,
+                          inked: /[1-9]/.test(a.pixels), differ: a.pixels !== b.pixels,
+                          notBoxes: a.pixels !== box.pixels && b.pixels !== box.pixels,
+                          boxesAlike: box.pixels === otherBox.pixels});
+        }
+        return results;
     }""")
-    notebook.check(found["boxesAlike"], f"the missing-glyph reference is not one box: {found}")
-    notebook.check(found["width"] > 0 and found["inked"], f"词 draws nothing: {found}")
-    notebook.check(found["differ"] and found["notMissing"], f"Chinese draws as missing-glyph boxes: {found}")
+    for found in drawn:
+        notebook.check(found["boxesAlike"], f"the missing-glyph reference is not one box: {found}")
+        notebook.check(found["inked"] and found["width"] > found["boxWidth"], f"no glyph drawn: {found}")
+        notebook.check(found["differ"] and found["notBoxes"], f"Chinese draws as missing-glyph boxes: {found}")
