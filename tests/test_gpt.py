@@ -390,3 +390,13 @@ def test_gqa_explorer_moves_and_refuses_a_non_divisor():
     assert "[32, 2, 14, 64]" in box.text() and "÷4" in box.text()
     box.control("kv_heads").value = 3
     assert "num_kv_heads=3 does not divide num_heads=8" in box.text() and "Traceback" not in box.text()
+
+
+def test_gqa_trace_names_kv_heads_h_kv_and_gpt_ids_once():
+    cfg = wt.GPTConfig(vocab_size=50, d_model=32, num_heads=4, num_kv_heads=2, d_ff=64, num_layers=1, max_len=16)
+    rows = {(r.where, r.step): r for r in wt.trace_gpt(cfg, 2, 6)}
+    assert rows["decoder.layers.0.self_attn", "K transpose"].dims == "B H_kv L d_k"
+    assert rows["decoder.layers.0.self_attn", "V view"].dims == "B L H_kv d_k"
+    assert rows["decoder.layers.0.self_attn", "Q transpose"].dims == "B H L d_k"
+    assert ("embed", "ids") in rows and not any(step == "ids ids" for _, step in rows)
+    assert rows["generator", "logits"].dims == "B L V"

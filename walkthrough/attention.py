@@ -83,11 +83,12 @@ class MultiHeadAttention(nn.Module):
     def split_heads(self, x: torch.Tensor, name: str, heads: int | None = None) -> torch.Tensor:
         """[B, L, heads·d_k] -> view [B, L, heads, d_k] -> transpose [B, heads, L, d_k]: heads become a batch dim."""
         heads = self.num_heads if heads is None else heads
+        h = "H" if heads == self.num_heads else "H_kv"
         batch, length, _ = x.shape
         x = x.view(batch, length, heads, self.d_k)  # [B, L, H, d_k]
-        record(f"{name} view", x, "B L H d_k", "the D features cut into H heads of d_k")
+        record(f"{name} view", x, f"B L {h} d_k", f"the features cut into {h} heads of d_k")
         x = x.transpose(1, 2)  # [B, H, L, d_k]
-        record(f"{name} transpose", x, "B H L d_k", "heads moved next to batch: one matmul for all")
+        record(f"{name} transpose", x, f"B {h} L d_k", "heads moved next to batch: one matmul for all")
         return x
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:

@@ -34,8 +34,8 @@ class GPT(nn.Module):
         self.embed = Embedding(cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.dropout, add_positions=not rope)
         self.decoder = Decoder([DecoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout, cross_attention=False,
                                              norm_first=cfg.norm_first, num_kv_heads=cfg.num_kv_heads, rope=rope)
-                                for _ in range(cfg.num_layers)], cfg.d_model)
-        self.generator = OutputHead(cfg.d_model, cfg.vocab_size)
+                                for _ in range(cfg.num_layers)], cfg.d_model, length="L")
+        self.generator = OutputHead(cfg.d_model, cfg.vocab_size, length="L")
 
     def new_cache(self, batch: int) -> DecodingCache:
         """An empty cache for generating ``batch`` sequences one token at a time."""

@@ -36,10 +36,11 @@ class Encoder(nn.Module):
 class Decoder(nn.Module):
     """A stack of decoder layers, then a final LayerNorm. The GPT uses it with layers that have no cross-attention."""
 
-    def __init__(self, layers: list[DecoderLayer], d_model: int):
+    def __init__(self, layers: list[DecoderLayer], d_model: int, length: str = "L_tgt"):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.norm = nn.LayerNorm(d_model)
+        self.length = length  # the length dim's name in the trace: L_tgt here, L in a GPT
 
     def forward(self, y: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor,
                 src_mask: torch.Tensor | None = None, cache: DecodingCache | None = None) -> torch.Tensor:
@@ -47,20 +48,21 @@ class Decoder(nn.Module):
         for i, layer in enumerate(self.layers):
             y = layer(y, memory, tgt_mask, src_mask, None if cache is None else cache.layers[i])  # [B, L_tgt, D]
         out = self.norm(y)
-        record("decoder output (final LayerNorm)", out, "B L_tgt D", "one D-vector per target position")
+        record("decoder output (final LayerNorm)", out, f"B {self.length} D", "one D-vector per position")
         return out
 
 
 class OutputHead(nn.Module):
     """The output head: [B, L_tgt, D] -> logits over the target vocabulary [B, L_tgt, V_tgt]."""
 
-    def __init__(self, d_model: int, vocab_size: int):
+    def __init__(self, d_model: int, vocab_size: int, length: str = "L_tgt"):
         super().__init__()
         self.proj = nn.Linear(d_model, vocab_size)
+        self.length = length
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         logits = self.proj(h)  # [B, L_tgt, V_tgt]
-        record("logits", logits, "B L_tgt V", "a score for every vocabulary word at every position")
+        record("logits", logits, f"B {self.length} V", "a score for every vocabulary word at every position")
         return logits
 
 
