@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from matplotlib import colormaps, font_manager
+from matplotlib.axis import Axis
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
@@ -69,12 +70,24 @@ def _cjk(draw):
         name = use_cjk_font()
         if name is not None:
             family = ["DejaVu Sans", name]  # a list: each glyph comes from the first font that has it
-            for text in figure.findobj(Text):
+            for text in _texts(figure):
                 text.set_fontfamily(family)
             for ax in figure.axes:
                 ax.tick_params(labelfontfamily=family)
         return figure
     return wrapper
+
+
+def _texts(artist):
+    """Every Text under ``artist`` except tick labels. An axis is not walked into: listing its ticks would
+    make all of them (matplotlib makes ticks lazily, and making them is most of the cost of a figure)."""
+    for child in artist.get_children():
+        if isinstance(child, Axis):
+            yield from (child.label, child.offsetText)
+            continue
+        if isinstance(child, Text):
+            yield child
+        yield from _texts(child)
 
 
 def _as_numpy(matrix) -> np.ndarray:
@@ -143,7 +156,7 @@ def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | Non
             dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5  # perceived brightness of the cell
             ax.text(j, i, fmt.format(data[i, j]), ha="center", va="center", fontsize=8,
                     color="white" if dark else "black")
-    ax.set_title(title)
+    ax.set_title(title, y=1.0)  # a fixed place: finding one clear of the ticks costs more than the picture
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if colorbar:
@@ -223,7 +236,7 @@ def pe_figure(length: int, d_model: int, layout: str | None = "constrained") -> 
             right.plot(table[:, column].numpy(), label=f"column {column} (i = {column // 2})")
     right.set_xlabel("position")
     right.set_ylabel("PE value")
-    right.set_title("low columns wiggle fast, high ones slowly")
+    right.set_title("low columns wiggle fast, high ones slowly", y=1.0)
     right.legend(fontsize=8, loc="lower left")
     if layout is None:
         fig.subplots_adjust(left=0.07, right=0.98, bottom=0.15, top=0.9, wspace=0.25)
@@ -353,7 +366,7 @@ def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
         ax.imshow(image, aspect="auto", interpolation="nearest")
         ax.set_xticks([])
         ax.set_yticks([])
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title, fontsize=9, y=1.0)
         ax.set_xlabel(across, fontsize=9)
         ax.set_ylabel(down, fontsize=9)
         for step in (1, 2):  # the other B - 1 sentences, stacked behind this one
@@ -411,7 +424,7 @@ def head_slices_figure(length: int, d_model: int, heads: int, tokens: Sequence[s
                   extent=(-0.5, d_model - 0.5, length - 0.5, -0.5))
         ax.contour(np.arange(d_model), np.arange(length), (owner == 0).astype(float), levels=[0.5],
                    colors="black", linewidths=1.5)
-        ax.set_title(f"{name}\nhead 0 gets {_head_zero(owner)}", fontsize=9)
+        ax.set_title(f"{name}\nhead 0 gets {_head_zero(owner)}", fontsize=9, y=1.0)
         ax.set_xlabel(f"feature (column of D = {d_model}; d_k = {d_k} per head)")
         ax.set_ylabel("token (row of L)")
         ax.set_xticks(range(0, d_model, d_k) if heads <= 16 else range(0, d_model, d_k * 2))
