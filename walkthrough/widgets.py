@@ -3,7 +3,7 @@
 Every explorer asks the student to predict before moving anything (its question sits above the
 controls), keeps the controls beside what they change, and shows a bad combination as a one-line
 message in place of its output, never a traceback. Default sizes come from the package itself:
-``ModelConfig``'s fields (the paper's base model) and ``trace_shapes``' batch and lengths (the
+``ModelConfig.paper_base()`` (the paper's base model) and ``trace_shapes``' batch and lengths (the
 source articles' B = 32, L_src = 10, L_tgt = 4).
 
 A new explorer is ``explorer([_slider(...), ...], render, question)``: ``render`` takes the controls'
@@ -35,7 +35,7 @@ from .model import Transformer
 from .trace import ShapeTable, shape_map, trace_gpt, trace_shapes
 from .train import cross_attention_map
 
-BASE = ModelConfig()  # the field defaults: the paper's base model, vocabularies of 30000 as in the source articles
+BASE = ModelConfig.paper_base()  # the paper's base model, vocabularies of 30000 as in the source articles
 SIZES = {name: p.default for name, p in inspect.signature(trace_shapes).parameters.items()
          if p.default is not p.empty}  # batch, src_len, tgt_len: the source articles' sizes
 FIGURE_DPI = 72  # explorer figures: small enough to sit beside their controls on a 1366x768 projector
