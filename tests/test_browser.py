@@ -23,6 +23,7 @@ from playwright.sync_api import sync_playwright
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(p.name for p in NOTEBOOK_DIR.glob("*.ipynb"))
+NOTEBOOKS_READ = ("checkpoints",)  # folders beside notebooks/ that the notebooks read
 CHROMIUM = os.environ.get("WALKTHROUGH_CHROMIUM", "/usr/bin/chromium")
 TOKEN = "walkthrough-browser-test"
 SCREEN = {"width": 1366, "height": 768}  # a classroom projector, a student's laptop
@@ -46,6 +47,9 @@ def lab(tmp_path_factory):
                     f"otherwise install it or set WALKTHROUGH_CHROMIUM to its path")
     root = tmp_path_factory.mktemp("lab")
     shutil.copytree(NOTEBOOK_DIR, root / "notebooks")
+    for folder in NOTEBOOKS_READ:  # as in the repository: notebook 07 loads ../checkpoints/numerals.pt
+        if (ROOT / folder).is_dir():
+            shutil.copytree(ROOT / folder, root / folder)
     (root / "settings").mkdir()  # no user settings: the environment's shipped defaults apply
     port = free_port()
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),

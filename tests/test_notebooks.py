@@ -120,7 +120,9 @@ def test_widgets_work_after_a_restart_run_out_of_order(path):
     notebook.cells = [code_cells(notebook)[0], *widget_cells(notebook)]
     for cell in notebook.cells:
         cell.outputs = []
-    NotebookClient(notebook, timeout=120, resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    # No timeout per cell: on a loaded server a slow cell is not a failure; the work itself is bounded.
+    NotebookClient(notebook, timeout=None, startup_timeout=600,
+                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
     assert any(WIDGET_VIEW in o.get("data", {}) for o in notebook.cells[-1].outputs)
 
 
