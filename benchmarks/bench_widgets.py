@@ -4,9 +4,10 @@ For every explorer in ``walkthrough.widgets`` (every ``*_explorer`` function, so
 later are measured too) at its default sizes, each control is moved to a few values across its range
 and back; one move is timed from setting the value to the output area holding the new output (the
 figure already encoded as PNG), which is what the kernel does before sending it to the browser.
-Prints, per explorer, the median and max wall time, and the max CPU time of this process (less
-sensitive to other processes on a shared machine), then the worst max last. Target: every max
-under 200 ms on 2 quiet cores.
+Prints, per explorer, the median and max wall time, and the max CPU time of this process, then the
+worst max last. Target: every max under 200 ms on 2 quiet cores. The explorers compute on one thread
+(see ``widgets.explorer``), so on an idle core a move's wall time is about its CPU time: on a shared,
+loaded machine the CPU column is the better estimate of what a quiet machine would show.
 
     .venv/bin/python benchmarks/bench_widgets.py [--moves 4] [--only mask,cross] [--wait-for-load 1.0]
 
