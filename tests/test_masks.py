@@ -42,3 +42,9 @@ def test_causal_mask_is_pytorchs_subsequent_mask_read_as_may_attend():
         blocked = torch.isinf(nn.Transformer.generate_square_subsequent_mask(length))  # True = blocked (PyTorch)
         assert torch.equal(wt.causal_mask(length), ~blocked)
         assert torch.equal(wt.to_blocked(wt.causal_mask(length)), blocked)
+
+
+def test_causal_mask_last_rows_are_the_full_masks_last_rows():
+    full = torch.nn.Transformer.generate_square_subsequent_mask(6, dtype=torch.bool)  # PyTorch: True = blocked
+    for queries in (1, 3, 6):
+        torch.testing.assert_close(wt.causal_mask(6, queries=queries), ~full[6 - queries:])

@@ -94,7 +94,7 @@ class Embedding(nn.Module):
         record("embedding", x, "B L D", "each id looked up in the [V, D] table, times sqrt(D)")
         if self.position is not None:
             x = self.position(x, offset)  # [B, L, D]
-            record("+ positional encoding", x, "B L D", "plus the fixed PE rows 0..L-1: same shape")
+            record("+ positional encoding", x, "B L D", "plus the fixed PE row of each position: same shape")
         return self.dropout(x)
 
 

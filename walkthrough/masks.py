@@ -26,10 +26,15 @@ def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     return mask
 
 
-def causal_mask(length: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """[L, L] lower triangle: position q may attend to positions 0..q, never to later ones."""
+def causal_mask(length: int, device: torch.device | str | None = None, queries: int | None = None) -> torch.Tensor:
+    """[L, L] lower triangle: position q may attend to positions 0..q, never to later ones.
+
+    ``queries=n``: only the last n rows, [n, L] (a cached decoding step asks with its newest positions).
+    """
     check_positive_int("length", length)
-    mask = torch.ones(length, length, dtype=torch.bool, device=device).tril()  # [L_q, L_k]
+    queries = length if queries is None else queries
+    check_positive_int("queries", queries)
+    mask = torch.ones(queries, length, dtype=torch.bool, device=device).tril(length - queries)  # [L_q, L_k]
     record("causal mask", mask, "L_q L_k", "True on and below the diagonal: no peeking ahead")
     return mask
 
@@ -41,9 +46,8 @@ def decoder_self_mask(tgt: torch.Tensor, pad_id: int, new_positions: int | None 
     -> [B, 1, n, L]. For n = 1 the causal part is all True: the newest position's past is everything.
     """
     length = tgt.size(1)
-    causal = causal_mask(length, device=tgt.device)  # [L_q, L_k]
-    if new_positions is not None:
-        causal = causal[length - new_positions:]  # the last n query rows
+    queries = length if new_positions is None else new_positions
+    causal = causal_mask(length, device=tgt.device, queries=queries)  # [L_q, L_k]
     mask = padding_mask(tgt, pad_id) & causal  # [B, 1, L_q, L_k]
     record("target self-attention mask", mask, "B 1 L_q L_k", "padding AND causal")
     return mask
