@@ -394,7 +394,7 @@ def test_gqa_explorer_moves_and_refuses_a_non_divisor():
 
 def test_gqa_trace_names_kv_heads_h_kv_and_gpt_ids_once():
     cfg = wt.GPTConfig(vocab_size=50, d_model=32, num_heads=4, num_kv_heads=2, d_ff=64, num_layers=1, max_len=16)
-    rows = {(r.where, r.step): r for r in wt.trace_gpt(cfg, 2, 6)}
+    rows = wt.by_step(wt.trace_gpt(cfg, 2, 6))
     assert rows["decoder.layers.0.self_attn", "K transpose"].dims == "B H_kv L d_k"
     assert rows["decoder.layers.0.self_attn", "V view"].dims == "B L H_kv d_k"
     assert rows["decoder.layers.0.self_attn", "Q transpose"].dims == "B H L d_k"

@@ -306,3 +306,10 @@ def test_a_tensor_made_inside_forward_without_a_device_is_not_allocated():
     rows = wt.trace_module(MakesAHugeTensor(), (2, 3))
     assert [(r.step, r.shape) for r in rows if r.step in ("aten.ones", "aten.add")] == [
         ("aten.ones", (10**6, 10**6)), ("aten.add", (2, 3))]
+
+
+def test_by_step_finds_a_traced_step_by_module_and_name():
+    rows = wt.trace_shapes(wt.ModelConfig.paper_base(), 32, 10, 4)
+    step = wt.by_step(rows)
+    assert step["decoder.layers.0.cross_attn", "scores Q·Kᵀ/√d_k"].shape == (32, 8, 4, 10)
+    assert step["generator", "logits"].dims == "B L_tgt V"

@@ -29,6 +29,7 @@ from .model import (
 from .quiz import ask_shape, check_shape_answer
 from .recording import Row
 from .trace import (
+    by_step,
     check_shape,
     format_table,
     shape_map,
@@ -75,6 +76,7 @@ __all__ = [
     "Vocab",
     "apply_rope",
     "ask_shape",
+    "by_step",
     "causal_mask",
     "check_exercise",
     "check_shape",

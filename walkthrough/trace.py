@@ -405,6 +405,14 @@ def show(label: str, tensor: torch.Tensor, dims: str) -> None:
     print(f"{label:<30} {list(tensor.shape)!s:<18} {dims}")
 
 
+def by_step(rows) -> dict[tuple[str, str], Row]:
+    """Traced rows keyed by (where, step), to look a step up: ``by_step(rows)["generator", "logits"].shape``.
+
+    A step recorded twice in one module (a mask made for two uses) keeps its last row.
+    """
+    return {(row.where, row.step): row for row in rows}
+
+
 def check_shape(tensor: torch.Tensor, expected: tuple[int, ...]) -> None:
     """Assert a shape, d2l-style: a claim about a shape is a line that fails if the claim is wrong."""
     if tuple(tensor.shape) != tuple(expected):
