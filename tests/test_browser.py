@@ -269,7 +269,7 @@ def test_projector_settings_apply_without_user_settings(open_notebook):
         text: parseFloat(getComputedStyle(document.querySelector('.jp-RenderedMarkdown p')).fontSize),
         code: parseFloat(getComputedStyle(document.querySelector('.jp-CodeCell .cm-content')).fontSize)})""")
     notebook.check(sizes["text"] == shipped_size("jp-content-font-size1") >= 16,
-                   f"markdown is {sizes['text']} px, not the shipped projector size")
+                   f"markdown is {sizes['text']} px, not the shipped projector size (run `make setup`)")
     notebook.check(sizes["code"] == shipped_size("jp-code-font-size") >= 14, f"code is {sizes['code']} px")
     news = notebook.page.locator(".Toastify__toast", has_text="news")
     notebook.check(news.count() == 0, "the Jupyter news pop-up is showing")
