@@ -277,7 +277,7 @@ def translation_explorer(trainer) -> Explorer:
                     xlabel="source (key)", ylabel="predicting (query)", colorbar_label="probability",
                     title="last decoder layer's cross-attention, mean over heads")
         figure.subplots_adjust(left=0.25, right=0.98, bottom=0.2, top=0.88)
-        return figure, summary
+        return summary, figure  # the verdict next to the number typed, the picture beside it
     number = widgets.BoundedIntText(value=3_056_070, min=0, max=MAX_NUMBER, description="number",
                                     style={"description_width": "initial"},
                                     layout=widgets.Layout(width=CONTROLS_WIDTH))
