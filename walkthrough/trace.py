@@ -510,6 +510,9 @@ def format_table(rows: list[Row] | tuple[Row, ...]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+_NOWRAP = ("", "", ";white-space:nowrap", ";white-space:nowrap", "")  # a shape never breaks across lines
+
+
 class ShapeTable:
     """Shows rows as an HTML table in a notebook (matching steps highlighted) and as text elsewhere.
 
@@ -533,8 +536,8 @@ class ShapeTable:
         for r in rows:
             style = " style='background:#fff3b0;font-weight:bold'" if self._is_highlighted(r) else ""
             cells = (r.where, r.step, _shape_text(r), r.dims, r.meaning)
-            body.append(f"<tr{style}>" + "".join(f"<td style='text-align:left'>{html.escape(c)}</td>"
-                                                 for c in cells) + "</tr>")
+            body.append(f"<tr{style}>" + "".join(f"<td style='text-align:left{nowrap}'>{html.escape(c)}</td>"
+                                                 for c, nowrap in zip(cells, _NOWRAP)) + "</tr>")
         return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
     def _repr_html_(self) -> str:
