@@ -156,6 +156,8 @@ WRONG = [
     ("cached_attention_step", wt.scaled_dot_product_attention, "is a tuple, not a torch tensor: return the tensor"),
     ("expand_kv_heads", lambda k, h: k.repeat(1, h // k.size(1), 1, 1), "use repeat_interleave"),
     ("expand_kv_heads", lambda k, h: k.repeat_interleave(h // k.size(1), dim=2), "your result has shape"),
+    ("heads_into_batch", lambda x, h: x.transpose(0, 1).reshape(x.size(1) * h, x.size(0), -1), "View x as [L, B·H"),
+    ("heads_into_batch", lambda x, h: x.reshape(x.size(0), x.size(1) * h, -1), "your result has shape"),
 ]
 
 

@@ -359,6 +359,23 @@ def check_expand_kv_heads(fn, inputs):
                      f"for k {list(k.shape)} and num_heads={heads}, your result")
 
 
+@exercise("heads_into_batch")
+def check_heads_into_batch(fn, inputs):
+    """fn(x [L, B, D] sequence-first, num_heads) -> [B·H, L, d_k], heads moved into the batch as PyTorch does (10)."""
+    for _ in range(CASES):
+        length, batch, heads, d_k = inputs.sizes(4)
+        x = inputs.randn(length, batch, heads * d_k)  # [L, B, D]
+        ours = MultiHeadAttention(heads * d_k, heads).split_heads(x.transpose(0, 1), "x")  # [B, H, L, d_k]
+        expected = ours.reshape(batch * heads, length, d_k)  # [B·H, L, d_k]: row b·H + h is sentence b, head h
+        mistakes = {
+            "the heads are scrambled: reshaping [B, L, D] straight to [B·H, L, d_k] cuts across tokens. "
+            "View x as [L, B·H, d_k] first (each head's d_k features stay together), then swap L and B·H.":
+                x.transpose(0, 1).reshape(batch * heads, length, d_k),
+        }
+        check_tensor(call(fn, x, heads), expected, "B·H L d_k", mistakes,
+                     f"for x {list(x.shape)} and num_heads={heads}, your result")
+
+
 def check_exercise(name: str, fn: Callable, seed: int = 0) -> ExerciseResult:
     """Run the student's ``fn`` for exercise ``name`` on random sizes, print what is wrong (or that it is right).
 
