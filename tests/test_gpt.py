@@ -364,23 +364,22 @@ def test_numeral_lm_max_len_fits_the_longest_numeral():
 
 
 # ---------------------------------------------------------------------------------------------------
-# The GQA explorer's numbers
+# What grouped-query attention saves, and its explorer
 
 def test_gqa_costs_shrink_by_heads_over_kv_heads():
-    widgets = wt.widgets
     costs = {}
     for kv_heads in (1, 2, 4, 8):
         cfg = wt.GPTConfig(vocab_size=100, d_model=512, num_heads=8, num_kv_heads=kv_heads, d_ff=64, num_layers=6,
                            max_len=32)
-        costs[kv_heads] = widgets.gqa_costs(cfg, batch=32, length=14)
+        costs[kv_heads] = wt.cost.gqa_costs(cfg, batch=32, length=14)
         assert costs[kv_heads].k_shape == (32, kv_heads, 14, 64)
         real = wt.MultiHeadAttention(512, 8, num_kv_heads=kv_heads)
         assert costs[kv_heads].attention_parameters == sum(p.numel() for p in real.parameters())
         assert costs[kv_heads].kv_bytes_per_token == 2 * 6 * kv_heads * 64 * 4
     assert costs[8].kv_bytes_per_token == 24576 and costs[2].kv_bytes_per_token == 24576 // 4
-    sharing = widgets.kv_sharing(8, 2)  # [H, H_kv]
+    sharing = wt.cost.kv_sharing(8, 2)  # [H, H_kv]
     assert sharing.tolist() == [[1, 0]] * 4 + [[0, 1]] * 4
-    assert torch.equal(widgets.kv_sharing(4, 4), torch.eye(4, dtype=torch.long))
+    assert torch.equal(wt.cost.kv_sharing(4, 4), torch.eye(4, dtype=torch.long))
 
 
 def test_gqa_explorer_moves_and_refuses_a_non_divisor():

@@ -19,7 +19,8 @@ import walkthrough as wt
 from walkthrough import viz, widgets
 
 EXPLORERS = [widgets.shape_explorer, widgets.pe_explorer, widgets.split_explorer, widgets.scale_explorer,
-             widgets.mask_explorer, widgets.cross_explorer, widgets.ffn_explorer, widgets.head_explorer]
+             widgets.mask_explorer, widgets.cross_explorer, widgets.ffn_explorer, widgets.head_explorer,
+             widgets.cache_explorer, widgets.gqa_explorer, widgets.torch_transformer_explorer]
 
 
 @pytest.fixture(scope="module")
@@ -328,3 +329,18 @@ def test_drawing_leaves_the_users_matplotlib_settings_alone():
     viz.split_chain_figure(2, 3, 8, 2).savefig(io.BytesIO(), format="png")
     widgets.scale_explorer()
     assert dict(matplotlib.rcParams) == before
+
+
+def test_torch_transformer_explorer_retraces_pytorchs_model():
+    explorer = widgets.torch_transformer_explorer()
+    assert "[32, 8, 10, 64]" in explorer.text()  # PyTorch's fused attention, [B, H, L, d_k]
+    explorer.control("heads").value = 4
+    assert "[32, 4, 10, 128]" in explorer.text()
+    explorer.control("heads").value = 7
+    assert "⚠" in explorer.text() and "Traceback" not in explorer.text()
+
+
+def test_cache_figure_draws_one_row_per_layer_and_a_cell_per_position():
+    figure = viz.cache_figure(layers=3, step=5, src_len=7)
+    grow, fixed = figure.axes
+    assert grow.images[0].get_array().shape[:2] == (3, 5) and fixed.images[0].get_array().shape[:2] == (3, 7)

@@ -1,4 +1,5 @@
-"""What one encoder layer costs, part by part: parameters, matmul FLOPs (counted), and time (measured)."""
+"""What a layer costs, part by part: parameters, matmul FLOPs (counted), time (measured); and what
+grouped-query attention saves (notebook 09)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from .config import ModelConfig
+from .attention import MultiHeadAttention
+from .config import GPTConfig, ModelConfig
 from .layers import EncoderLayer
 
 
@@ -81,3 +83,31 @@ def format_costs(costs: list[Cost]) -> str:
             line += f"{c.ms:>9.2f}{c.ms / total:>8.0%}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def kv_sharing(heads: int, kv_heads: int) -> torch.Tensor:
+    """[H, H_kv]: 1 where query head h reads K/V head j, as the real ``MultiHeadAttention.expand_kv`` decides."""
+    attention = MultiHeadAttention(2 * heads, heads, num_kv_heads=kv_heads)  # the smallest one; checks kv_heads
+    marker = torch.arange(kv_heads, dtype=torch.float32).view(1, kv_heads, 1, 1)  # [1, H_kv, 1, 1]: head j holds j
+    read = attention.expand_kv(marker, "K").view(heads).long()  # [H]: the K/V head each query head reads
+    return torch.nn.functional.one_hot(read, kv_heads)  # [H, H_kv]
+
+
+@dataclass(frozen=True)
+class GQACosts:
+    """What the number of K/V heads changes, for one GPT config: K's shape, one attention's weights, the cache."""
+
+    k_shape: tuple[int, ...]  # [B, H_kv, L, d_k], traced
+    attention_parameters: int  # W_q, W_k, W_v, W_o and their biases, one layer
+    kv_bytes_per_token: int  # K and V of every layer, float32, for one cached token
+
+
+def gqa_costs(cfg: GPTConfig, batch: int = 32, length: int = 14) -> GQACosts:
+    """K's shape and the attention's parameter count from the real module on the meta device; the cache per token."""
+    with torch.device("meta"):
+        attention = MultiHeadAttention(cfg.d_model, cfg.num_heads, num_kv_heads=cfg.num_kv_heads)
+        x = torch.empty(batch, length, cfg.d_model)  # [B, L, D]
+        k = attention.split_heads(attention.w_k(x), "K", attention.num_kv_heads)  # [B, H_kv, L, d_k]
+    parameters = sum(p.numel() for p in attention.parameters())
+    kv_heads, d_k = k.size(1), k.size(3)
+    return GQACosts(tuple(k.shape), parameters, 2 * cfg.num_layers * kv_heads * d_k * 4)

@@ -507,3 +507,41 @@ def softmax_scale_figure(d_k: int, shown: int = 8, layout: str | None = "constra
         fig.subplots_adjust(left=0.07, right=0.98, bottom=0.17, top=0.88, wspace=0.3)
     fig.colorbar(panels[0].images[0], ax=list(panels), shrink=0.85, label="probability")
     return fig
+
+
+@_cjk
+def sharing_figure(sharing: torch.Tensor, layout: str | None = "constrained") -> Figure:
+    """sharing [H, H_kv] (``cost.kv_sharing``): one row per query head, a dark cell at the K/V head it reads."""
+    heads, kv_heads = sharing.shape
+    figure = Figure(figsize=(1.8 + 0.45 * kv_heads, 1.2 + 0.32 * heads), layout=layout)
+    heatmap(sharing, [f"Q head {h}" for h in range(heads)], [f"KV {j}" for j in range(kv_heads)],
+            ax=figure.add_subplot(), cmap="Blues", vmin=0, vmax=1, colorbar=False,
+            title=f"{heads} query heads, {kv_heads} K/V head(s)", xlabel="K/V head read", ylabel="query head")
+    return figure
+
+
+@_cjk
+def cache_figure(layers: int, step: int, src_len: int, max_step: int = 64, max_src: int = 32) -> Figure:
+    """The two caches of decoding step ``step``, one row per layer: self-attention K/V (a cell per position,
+    this step's in orange) beside cross-attention K/V (L_src cells, never changing). The x axes span the
+    explorer's slider ranges, so the growth shows as the slider moves."""
+    figure = Figure(figsize=(8, 1.1 + 0.25 * layers))
+    grow, fixed = figure.subplots(1, 2, width_ratios=[2, 1])  # x axes fixed to the sliders' ranges: growth shows
+    earlier, new, memory = torch.tensor([0.62, 0.79, 0.88]), torch.tensor([0.95, 0.41, 0.07]), \
+        torch.tensor([0.63, 0.85, 0.61])  # RGB: blue, orange, green
+    cells = earlier.expand(layers, step, 3).clone()  # [layers, t, RGB]: cached at earlier steps
+    cells[:, -1] = new  # this step's key/value
+    for ax, picture, span, title in (
+            (grow, cells, max_step, f"self-attention K, V: t = {step} (this step's in orange)"),
+            (fixed, memory.expand(layers, src_len, 3), max_src, f"cross-attention K, V: L_src = {src_len}, fixed")):
+        ax.imshow(picture.numpy(), aspect="auto", extent=(0, picture.size(1), layers, 0))
+        ax.set_xlim(0, span)
+        ax.set_xticks(range(0, span + 1, span // 4))
+        ax.set_xticks(range(picture.size(1)), minor=True)
+        ax.grid(which="minor", axis="x", color="white", linewidth=0.5)
+        ax.set_yticks([i + 0.5 for i in range(layers)], [f"layer {i}" for i in range(layers)], fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("position")
+    fixed.set_yticks([])
+    figure.subplots_adjust(left=0.09, right=0.98, bottom=0.6 / (1.1 + 0.25 * layers), top=0.85, wspace=0.05)
+    return figure

@@ -6,7 +6,7 @@ message in place of its output, never a traceback. Default sizes come from the p
 ``ModelConfig.paper_base()`` (the paper's base model) and ``trace_shapes``' batch and lengths (the
 source articles' B = 32, L_src = 10, L_tgt = 4).
 
-A new explorer is ``explorer([_slider(...), ...], render, question)``: ``render`` takes the controls'
+A new explorer is ``explorer([slider(...), ...], render, question)``: ``render`` takes the controls'
 values by their names and returns what to show (a figure, a table, text, or a tuple of them).
 """
 
@@ -26,13 +26,12 @@ import torch
 from matplotlib.figure import Figure
 
 from . import viz
-from .attention import MultiHeadAttention
 from .config import GPTConfig, ModelConfig
-from .cost import encoder_layer_costs, format_costs
+from .cost import encoder_layer_costs, format_costs, gqa_costs, kv_sharing
 from .data import MAX_NUMBER, chinese_numeral, english_words
 from .masks import causal_mask, padding_mask
 from .model import Transformer
-from .trace import ShapeTable, shape_map, trace_gpt, trace_shapes
+from .trace import ShapeTable, shape_map, shape_table, trace_decoding_step, trace_gpt, trace_module, trace_shapes
 from .train import cross_attention_map
 
 BASE = ModelConfig.paper_base()  # the paper's base model, vocabularies of 30000 as in the source articles
@@ -42,7 +41,7 @@ FIGURE_DPI = 72  # explorer figures: small enough to sit beside their controls o
 CONTROLS_WIDTH = "250px"
 
 
-def _slider(name: str, value: int, low: int, high: int, step: int = 1) -> widgets.IntSlider:
+def slider(name: str, value: int, low: int, high: int, step: int = 1) -> widgets.IntSlider:
     """An integer slider called ``name`` (the keyword ``render`` receives its value by), starting at ``value``.
 
     It reports only when released (``continuous_update=False``), so a drag costs one render, not dozens.
@@ -145,10 +144,10 @@ def shape_explorer() -> Explorer:
     """Notebook 00: every step's shape for any sizes (layer 0 in full, repeats summarised)."""
     def render(batch, src_len, tgt_len, d_model, heads, d_ff, layers, vocab):
         return shape_map(_config(d_model, heads, d_ff, layers, vocab), batch, src_len, tgt_len)
-    return explorer([_slider("batch", SIZES["batch"], 1, 128), _slider("src_len", SIZES["src_len"], 1, 64),
-                     _slider("tgt_len", SIZES["tgt_len"], 1, 64), _slider("d_model", BASE.d_model, 16, 1024, 16),
-                     _slider("heads", BASE.num_heads, 1, 16), _slider("d_ff", BASE.d_ff, 16, 4096, 16),
-                     _slider("layers", BASE.num_layers, 1, 12), _slider("vocab", BASE.tgt_vocab_size, 10, 50000, 10)],
+    return explorer([slider("batch", SIZES["batch"], 1, 128), slider("src_len", SIZES["src_len"], 1, 64),
+                     slider("tgt_len", SIZES["tgt_len"], 1, 64), slider("d_model", BASE.d_model, 16, 1024, 16),
+                     slider("heads", BASE.num_heads, 1, 16), slider("d_ff", BASE.d_ff, 16, 4096, 16),
+                     slider("layers", BASE.num_layers, 1, 12), slider("vocab", BASE.tgt_vocab_size, 10, 50000, 10)],
                     render, f"Before you move d_model from {BASE.d_model} to {BASE.d_model // 2}: which rows of the "
                             f"table change shape, and which stay the same?")
 
@@ -157,7 +156,7 @@ def pe_explorer() -> Explorer:
     """Notebook 01: the positional-encoding table for a chosen length and d_model."""
     def render(length, d_model):
         return viz.pe_figure(length, d_model, layout=None)
-    return explorer([_slider("length", 50, 2, 200), _slider("d_model", BASE.d_model, 4, 1024, 4)], render,
+    return explorer([slider("length", 50, 2, 200), slider("d_model", BASE.d_model, 4, 1024, 4)], render,
                     "Before you move length from 50 to 100: do the first 50 rows of the table change?")
 
 
@@ -169,8 +168,8 @@ def split_explorer() -> Explorer:
         table = ShapeTable([r for r in rows if r.where == "encoder.layers.0.self_attn"],
                            highlight=("view", "transpose"))
         return viz.split_chain_figure(batch, src_len, d_model, heads, layout=None), table
-    return explorer([_slider("batch", SIZES["batch"], 1, 64), _slider("src_len", SIZES["src_len"], 1, 32),
-                     _slider("d_model", BASE.d_model, 16, 1024, 16), _slider("heads", BASE.num_heads, 1, 16)],
+    return explorer([slider("batch", SIZES["batch"], 1, 64), slider("src_len", SIZES["src_len"], 1, 32),
+                     slider("d_model", BASE.d_model, 16, 1024, 16), slider("heads", BASE.num_heads, 1, 16)],
                     render, f"Before you move heads from {BASE.num_heads} to {BASE.num_heads // 2}: what will K's "
                             f"shape be after the transpose?")
 
@@ -200,8 +199,8 @@ def mask_explorer() -> Explorer:
         return viz.mask_figure({f"sentence {b + 1} (length {n})": combined[b, 0] for b, n in enumerate(lengths)},
                                tokens, annotate=False, layout=None)
     length = SIZES["tgt_len"]
-    return explorer([_slider("tgt_len", length, 1, 10), _slider("len_1", length, 1, 10),
-                     _slider("len_2", max(length - 1, 1), 1, 10), _slider("len_3", 1, 1, 10)], render,
+    return explorer([slider("tgt_len", length, 1, 10), slider("len_1", length, 1, 10),
+                     slider("len_2", max(length - 1, 1), 1, 10), slider("len_3", 1, 1, 10)], render,
                     f"Before you move len_2 from {max(length - 1, 1)} to {length}: which cells of sentence 2's mask "
                     f"turn dark?")
 
@@ -234,7 +233,7 @@ def cross_explorer() -> Explorer:
                     colorbar_label="probability")
         figure.subplots_adjust(left=0.14, right=0.98, bottom=0.16, top=0.9)
         return figure, table
-    return explorer([_slider("src_len", SIZES["src_len"], 1, 20), _slider("tgt_len", SIZES["tgt_len"], 1, 20)],
+    return explorer([slider("src_len", SIZES["src_len"], 1, 20), slider("tgt_len", SIZES["tgt_len"], 1, 20)],
                     render, f"Before you move src_len from {SIZES['src_len']} to 15: what shape will the "
                             f"cross-attention scores have, and which side of the heatmap grows?")
 
@@ -246,8 +245,8 @@ def ffn_explorer() -> Explorer:
         rows = trace_shapes(cfg, SIZES["batch"], src_len, 1)
         table = ShapeTable([r for r in rows if r.where.startswith("encoder.layers.0.feed_forward")])
         return table, _Text(format_costs(encoder_layer_costs(cfg, SIZES["batch"], src_len)))
-    return explorer([_slider("d_model", BASE.d_model, 16, 1024, 16), _slider("d_ff", BASE.d_ff, 16, 8192, 16),
-                     _slider("src_len", SIZES["src_len"], 1, 512)], render,
+    return explorer([slider("d_model", BASE.d_model, 16, 1024, 16), slider("d_ff", BASE.d_ff, 16, 8192, 16),
+                     slider("src_len", SIZES["src_len"], 1, 512)], render,
                     f"Before you move d_ff from {BASE.d_ff} to {BASE.d_ff * 2}: by how much does the feed-forward "
                     f"parameter count grow?")
 
@@ -258,8 +257,8 @@ def head_explorer() -> Explorer:
         rows = trace_shapes(_config(layers=1, vocab=vocab), batch, SIZES["src_len"], tgt_len)
         return ShapeTable([r for r in rows
                            if r.where in ("generator", "decoder") or r.step.startswith(("labels", "logits"))])
-    return explorer([_slider("batch", SIZES["batch"], 1, 128), _slider("tgt_len", SIZES["tgt_len"], 1, 32),
-                     _slider("vocab", BASE.tgt_vocab_size, 10, 50000, 10)], render,
+    return explorer([slider("batch", SIZES["batch"], 1, 128), slider("tgt_len", SIZES["tgt_len"], 1, 32),
+                     slider("vocab", BASE.tgt_vocab_size, 10, 50000, 10)], render,
                     f"Before you move vocab from {BASE.tgt_vocab_size} to 10000: what will the logits' shape be, "
                     f"and the labels'?")
 
@@ -326,50 +325,13 @@ class _Message(_Text):
 GPT_LENGTH = SIZES["src_len"] + SIZES["tgt_len"]  # a decoder-only model reads source and target as one sequence
 
 
-def kv_sharing(heads: int, kv_heads: int) -> torch.Tensor:
-    """[H, H_kv]: 1 where query head h reads K/V head j, as the real ``MultiHeadAttention.expand_kv`` decides."""
-    attention = MultiHeadAttention(2 * heads, heads, num_kv_heads=kv_heads)  # the smallest one; checks kv_heads
-    marker = torch.arange(kv_heads, dtype=torch.float32).view(1, kv_heads, 1, 1)  # [1, H_kv, 1, 1]: head j holds j
-    read = attention.expand_kv(marker, "K").view(heads).long()  # [H]: the K/V head each query head reads
-    return torch.nn.functional.one_hot(read, kv_heads)  # [H, H_kv]
-
-
-@dataclasses.dataclass(frozen=True)
-class GQACosts:
-    """What the number of K/V heads changes, for one GPT config: K's shape, one attention's weights, the cache."""
-
-    k_shape: tuple[int, ...]  # [B, H_kv, L, d_k], traced
-    attention_parameters: int  # W_q, W_k, W_v, W_o and their biases, one layer
-    kv_bytes_per_token: int  # K and V of every layer, float32, for one cached token
-
-
-def gqa_costs(cfg: GPTConfig, batch: int = SIZES["batch"], length: int = GPT_LENGTH) -> GQACosts:
-    """K's shape from the trace, the attention's parameter count from a meta-device module, the cache per token."""
-    rows = trace_gpt(cfg, batch, length)
-    k_shape = next(r.shape for r in rows if (r.where, r.step) == ("decoder.layers.0.self_attn", "K transpose"))
-    with torch.device("meta"):
-        attention = MultiHeadAttention(cfg.d_model, cfg.num_heads, num_kv_heads=cfg.num_kv_heads)
-    parameters = sum(p.numel() for p in attention.parameters())
-    kv_heads, d_k = k_shape[1], k_shape[3]
-    return GQACosts(k_shape, parameters, 2 * cfg.num_layers * kv_heads * d_k * 4)
-
-
-def sharing_figure(heads: int, kv_heads: int, layout: str | None = "constrained") -> Figure:
-    """The picture of ``kv_sharing``: one row per query head, a dark cell at the K/V head it reads."""
-    figure = Figure(figsize=(1.8 + 0.45 * kv_heads, 1.2 + 0.32 * heads), layout=layout)
-    viz.heatmap(kv_sharing(heads, kv_heads), [f"Q head {h}" for h in range(heads)],
-                [f"KV {j}" for j in range(kv_heads)], ax=figure.add_subplot(), cmap="Blues", vmin=0, vmax=1,
-                colorbar=False, title=f"{heads} query heads, {kv_heads} K/V head(s)",
-                xlabel="K/V head read", ylabel="query head")
-    return figure
-
-
 def gqa_explorer() -> Explorer:
     """Notebook 09: from H K/V heads (multi-head) down to 1 (multi-query): shapes, parameters, cache, sharing."""
     def render(heads, kv_heads, d_model, layers):
         cfg = GPTConfig(vocab_size=BASE.tgt_vocab_size, d_model=d_model, num_heads=heads, num_kv_heads=kv_heads,
                         d_ff=BASE.d_ff, num_layers=layers, max_len=BASE.max_len, dropout=0.0)
-        costs, full = gqa_costs(cfg), gqa_costs(dataclasses.replace(cfg, num_kv_heads=None))
+        costs = gqa_costs(cfg, SIZES["batch"], GPT_LENGTH)
+        full = gqa_costs(dataclasses.replace(cfg, num_kv_heads=None), SIZES["batch"], GPT_LENGTH)
         rows = trace_gpt(cfg, SIZES["batch"], GPT_LENGTH)
         table = ShapeTable([r for r in rows if r.where == "decoder.layers.0.self_attn"
                             and r.step.startswith(("Q transpose", "K", "V", "scores"))],
@@ -380,9 +342,9 @@ def gqa_explorer() -> Explorer:
                         f"  (with {heads} K/V heads: {full.attention_parameters:,})\n"
                         f"KV cache per token, {layers} layers   {costs.kv_bytes_per_token:,} bytes"
                         f"  (with {heads} K/V heads: {full.kv_bytes_per_token:,}; ÷{heads // kv_heads})")
-        return table, summary, sharing_figure(heads, kv_heads, layout=None)
-    return explorer([_slider("heads", BASE.num_heads, 1, 16), _slider("kv_heads", BASE.num_heads, 1, 16),
-                     _slider("d_model", BASE.d_model, 16, 1024, 16), _slider("layers", BASE.num_layers, 1, 12)],
+        return table, summary, viz.sharing_figure(kv_sharing(heads, kv_heads), layout=None)
+    return explorer([slider("heads", BASE.num_heads, 1, 16), slider("kv_heads", BASE.num_heads, 1, 16),
+                     slider("d_model", BASE.d_model, 16, 1024, 16), slider("layers", BASE.num_layers, 1, 12)],
                     render, f"Before you move kv_heads from {BASE.num_heads} to 2: what will K's shape be, and by "
                             f"how much does the KV cache per token shrink? Then try kv_heads 3.")
 
@@ -390,8 +352,6 @@ def gqa_explorer() -> Explorer:
 def cache_explorer() -> Explorer:
     """Notebook 08: decoding step t with the key/value cache: its shapes (traced on the meta device), the two
     caches drawn per layer (self-attention: one more position each step; cross-attention: fixed), their bytes."""
-    from .trace import trace_decoding_step  # appended with notebook 08; belongs with the imports at the top
-
     def render(step, batch, src_len, d_model, heads, layers):
         cfg = _config(d_model, heads, layers=layers)
         rows = trace_decoding_step(cfg, batch, src_len, step)
@@ -402,25 +362,7 @@ def cache_explorer() -> Explorer:
         for r in rows:
             if r.step == "K in the cache":  # V has K's shape: K and V together are twice K
                 held["cross" if r.where.endswith("cross_attn") else "self"] += 2 * 4 * torch.Size(r.shape).numel()
-        figure = Figure(figsize=(8, 1.1 + 0.25 * layers))
-        grow, fixed = figure.subplots(1, 2, width_ratios=[2, 1])  # x axes fixed to the sliders' ranges: growth shows
-        earlier, new, memory = torch.tensor([0.62, 0.79, 0.88]), torch.tensor([0.95, 0.41, 0.07]), \
-            torch.tensor([0.63, 0.85, 0.61])  # RGB: blue, orange, green
-        cells = earlier.expand(layers, step, 3).clone()  # [layers, t, RGB]: cached at earlier steps
-        cells[:, -1] = new  # this step's key/value
-        for ax, picture, span, title in (
-                (grow, cells, 64, f"self-attention K, V: t = {step} (this step's in orange)"),
-                (fixed, memory.expand(layers, src_len, 3), 32, f"cross-attention K, V: L_src = {src_len}, fixed")):
-            ax.imshow(picture.numpy(), aspect="auto", extent=(0, picture.size(1), layers, 0))
-            ax.set_xlim(0, span)
-            ax.set_xticks(range(0, span + 1, span // 4))
-            ax.set_xticks(range(picture.size(1)), minor=True)
-            ax.grid(which="minor", axis="x", color="white", linewidth=0.5)
-            ax.set_yticks([i + 0.5 for i in range(layers)], [f"layer {i}" for i in range(layers)], fontsize=8)
-            ax.set_title(title, fontsize=9)
-            ax.set_xlabel("position")
-        fixed.set_yticks([])
-        figure.subplots_adjust(left=0.09, right=0.98, bottom=0.6 / (1.1 + 0.25 * layers), top=0.85, wspace=0.05)
+        figure = viz.cache_figure(layers, step, src_len)
         d_k = d_model // heads
         summary = _Text(f"self cache  2 × {layers} layers × {batch} × {heads} heads × {step} × {d_k} × 4 bytes "
                         f"= {held['self']:,} bytes\n"
@@ -428,8 +370,24 @@ def cache_explorer() -> Explorer:
                         f"= {held['cross']:,} bytes\n"
                         f"each new token adds {held['self'] // step:,} bytes to the self cache")
         return table, figure, summary
-    return explorer([_slider("step", 5, 1, 64), _slider("batch", SIZES["batch"], 1, 128),
-                     _slider("src_len", SIZES["src_len"], 1, 32), _slider("d_model", BASE.d_model, 16, 1024, 16),
-                     _slider("heads", BASE.num_heads, 1, 16), _slider("layers", BASE.num_layers, 1, 12)], render,
+    return explorer([slider("step", 5, 1, 64), slider("batch", SIZES["batch"], 1, 128),
+                     slider("src_len", SIZES["src_len"], 1, 32), slider("d_model", BASE.d_model, 16, 1024, 16),
+                     slider("heads", BASE.num_heads, 1, 16), slider("layers", BASE.num_layers, 1, 12)], render,
                     "Before you move step from 5 to 6: which shapes in the table change, which stay, and how many "
                     "bytes does the self-attention cache grow by?")
+
+
+def torch_transformer_explorer() -> Explorer:
+    """Notebook 10: PyTorch's own nn.Transformer re-traced on the meta device at any size: its modules to
+    depth 3, and the ops inside the first encoder layer's self-attention."""
+    def render(d_model, heads, layers, src_len):
+        with torch.device("meta"):
+            model = torch.nn.Transformer(d_model, heads, layers, layers, 4 * d_model, batch_first=True).eval()
+        traced = trace_module(model, (SIZES["batch"], src_len, d_model), (SIZES["batch"], SIZES["tgt_len"], d_model))
+        return (shape_table(traced, depth=3),
+                shape_table(traced, within="encoder.layers.0.self_attn",
+                            highlight=("aten.linear", "aten.scaled_dot_product_attention")))
+    return explorer([slider("d_model", BASE.d_model, 64, 1024, 64), slider("heads", BASE.num_heads, 1, 16),
+                     slider("layers", BASE.num_layers, 1, 12), slider("src_len", SIZES["src_len"], 1, 64)], render,
+                    "Before you move heads from 8 to 4: what shape will PyTorch's fused attention get? "
+                    "Which rows change only when you move d_model?")
