@@ -3,6 +3,7 @@ import subprocess
 import sys
 import tracemalloc
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -313,3 +314,16 @@ def test_by_step_finds_a_traced_step_by_module_and_name():
     step = wt.by_step(rows)
     assert step["decoder.layers.0.cross_attn", "scores Q·Kᵀ/√d_k"].shape == (32, 8, 4, 10)
     assert step["generator", "logits"].dims == "B L_tgt V"
+
+
+@pytest.mark.parametrize("batch", [True, 2.0, np.int64(2)])
+def test_trace_checks_its_arguments_before_answering_from_memory(batch):
+    cfg = wt.ModelConfig.paper_base()
+    wt.trace_shapes(cfg, 2, 3, 4)  # an equal int traced first must not let these through
+    with pytest.raises(TypeError, match="batch must be a whole number"):
+        wt.trace_shapes(cfg, batch, 3, 4)
+
+
+def test_trace_names_a_config_of_the_wrong_kind():
+    with pytest.raises(TypeError, match=r"cfg must be a walkthrough\.ModelConfig, got dict"):
+        wt.trace_shapes({"d_model": 512}, 2, 3, 4)

@@ -319,7 +319,23 @@ def _meta_model(cfg):
         return Transformer(cfg).eval()  # eval: dropout's random masks are work with no shape to show
 
 
-@functools.lru_cache(maxsize=256)
+def _remembered(trace):
+    """Remember a trace's rows per arguments, but only arguments it has checked: keyed by type too (so 2.0
+    or True is refused, not mistaken for a traced 2), and unhashable ones go to the trace to be refused."""
+    remembered = functools.lru_cache(maxsize=256, typed=True)(trace)
+
+    @functools.wraps(trace)
+    def wrapper(*args, **kwargs):
+        try:
+            hash((args, tuple(kwargs.items())))
+        except TypeError:
+            return trace(*args, **kwargs)  # refused there, with a message that names the argument
+        return remembered(*args, **kwargs)
+    wrapper.cache_clear = remembered.cache_clear
+    return wrapper
+
+
+@_remembered
 def trace_shapes(cfg, batch: int = 32, src_len: int = 10, tgt_len: int = 4) -> tuple[Row, ...]:
     """Run ``Transformer(cfg)`` on the meta device for a [batch, src_len] -> [batch, tgt_len] pair and
     return every recorded step, in order, with the loss's label and flattening steps at the end."""
@@ -561,7 +577,7 @@ def shape_map(cfg=None, batch: int = 32, src_len: int = 10, tgt_len: int = 4,
 # ---------------------------------------------------------------------------------------------------
 # One decoding step with the key/value cache (notebook 08).
 
-@functools.lru_cache(maxsize=256)
+@_remembered
 def trace_decoding_step(cfg, batch: int = 32, src_len: int = 10, step: int = 5) -> tuple[Row, ...]:
     """Trace decoding step ``step`` (1, 2, ...) of ``Transformer(cfg)`` with its cache, on the meta device.
 
@@ -601,7 +617,7 @@ def _meta_gpt(cfg):
         return GPT(cfg).eval()
 
 
-@functools.lru_cache(maxsize=256)
+@_remembered
 def trace_gpt(cfg, batch: int = 32, length: int = 10, cached: bool = False) -> tuple[Row, ...]:
     """Run ``GPT(cfg)`` on the meta device on [batch, length] ids and return every recorded step, in order.
 
