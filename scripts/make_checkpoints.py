@@ -1,13 +1,14 @@
-"""Make the shipped checkpoint of notebook 07: the numeral model trained from seed 0, on one CPU thread.
+"""Make the shipped checkpoints: notebook 07's numeral translator and notebook 09's numeral language model,
+each trained from seed 0 on one CPU thread, bounded by steps (never by time), so a run ends the same anywhere.
 
-    .venv/bin/python scripts/make_checkpoints.py            # train 1000 steps, write checkpoints/numerals.{pt,json}
-    .venv/bin/python scripts/make_checkpoints.py --check    # re-train the first 100 steps and compare
+    .venv/bin/python scripts/make_checkpoints.py                # train both, write checkpoints/NAME.{pt,json}
+    .venv/bin/python scripts/make_checkpoints.py gpt_numerals   # just one: numerals (07) or gpt_numerals (09)
+    .venv/bin/python scripts/make_checkpoints.py --check        # re-train the first steps of each, compare
 
-Torch's CPU training is deterministic for a fixed number of threads (the thread count changes how
-sums are split, hence the rounding), so everything here runs on one thread. ``numerals.pt`` holds the
-weights and the per-step history (no optimiser state: ~1 MB); ``numerals.json`` holds what the test
-checks a re-run against: a fingerprint of the weights at step ``CHECK_STEP`` and at the end, and the
-held-out accuracy.
+Torch's CPU training is deterministic for a fixed number of threads (the thread count changes how sums
+are split, hence the rounding), so everything runs on one thread. ``NAME.pt`` holds the weights and the
+per-step history (no optimiser state); ``NAME.json`` holds what a re-run is checked against: fingerprints
+of the weights at ``check_step`` and at the end, and the held-out accuracy.
 """
 
 from __future__ import annotations
@@ -17,19 +18,53 @@ import hashlib
 import json
 import sys
 import time
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
 import walkthrough as wt
+from walkthrough.language_model import GPTSettings, GPTTrainer, load_gpt_checkpoint, save_gpt_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKPOINT = ROOT / "checkpoints" / "numerals.pt"
-MANIFEST = CHECKPOINT.with_suffix(".json")
 THREADS = 1
-CHECK_STEP = 100  # the test re-trains this many steps (a few seconds), not the whole run
 HELD_OUT = 500
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """One shipped checkpoint: how to make its trainer, save it and load it back."""
+
+    name: str
+    make_trainer: Callable[[], wt.Trainer | GPTTrainer]
+    save: Callable
+    load: Callable
+    check_step: int  # the test re-trains this many steps (seconds), not the whole run
+
+    @property
+    def checkpoint(self) -> Path:
+        return ROOT / "checkpoints" / f"{self.name}.pt"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.checkpoint.with_suffix(".json")
+
+    def manifest(self) -> dict:
+        return json.loads(self.manifest_path.read_text())
+
+
+def numeral_trainer() -> wt.Trainer:
+    trainer = wt.Trainer(wt.TrainSettings())
+    trainer.threads = THREADS  # the default already; set so the shipped run never depends on it changing
+    return trainer
+
+
+SHIPPED = {shipped.name: shipped for shipped in (
+    Shipped("numerals", numeral_trainer, wt.save_checkpoint, wt.load_checkpoint, check_step=100),
+    Shipped("gpt_numerals", lambda: GPTTrainer(GPTSettings(), threads=THREADS), save_gpt_checkpoint,
+            load_gpt_checkpoint, check_step=40),
+)}
 
 
 def fingerprint(model: torch.nn.Module) -> dict:
@@ -43,52 +78,57 @@ def fingerprint(model: torch.nn.Module) -> dict:
     return {"sha256": digest.hexdigest(), "sums": sums}
 
 
-def train(steps: int | None = None) -> tuple[wt.Trainer, dict]:
-    """Train the shipped model from its seed, on THREADS threads; stop after ``steps`` (default: all).
-
-    Returns the trainer and the fingerprints taken on the way ({step: fingerprint}).
-    """
-    trainer = wt.Trainer(wt.TrainSettings())
-    trainer.threads = THREADS  # the default already; set here so the shipped run never depends on it changing
+def train(shipped: Shipped, steps: int | None = None):
+    """Train from the seed; stop after ``steps`` (default: all). Returns the trainer and the fingerprints
+    taken at ``check_step`` and at the end ({step: fingerprint})."""
+    trainer = shipped.make_trainer()
     fingerprints = {}
     goal = trainer.total_steps if steps is None else steps
-    for stop in sorted({min(CHECK_STEP, goal), goal}):
+    for stop in sorted({min(shipped.check_step, goal), goal}):
         trainer.run(stop - trainer.step, progress=False)
         fingerprints[stop] = fingerprint(trainer.model)
     return trainer, fingerprints
 
 
-def make() -> None:
+def make(shipped: Shipped) -> None:
     start = time.perf_counter()
-    trainer, fingerprints = train()
+    trainer, fingerprints = train(shipped)
     seconds = time.perf_counter() - start
     accuracy = trainer.accuracy(wt.held_out_pairs(HELD_OUT))
-    CHECKPOINT.parent.mkdir(exist_ok=True)
-    wt.save_checkpoint(trainer, CHECKPOINT, optimizer=False)
+    shipped.checkpoint.parent.mkdir(exist_ok=True)
+    shipped.save(trainer, shipped.checkpoint, optimizer=False)
     manifest = {"settings": asdict(trainer.settings), "threads": THREADS, "torch": torch.__version__,
-                "check_step": CHECK_STEP, "fingerprints": {str(k): v for k, v in fingerprints.items()},
+                "check_step": shipped.check_step, "fingerprints": {str(k): v for k, v in fingerprints.items()},
                 "held_out": HELD_OUT, "held_out_accuracy": accuracy}
-    MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
-    print(f"trained {trainer.step} steps in {seconds:.1f} s on {THREADS} thread(s); "
-          f"held-out exact match {accuracy:.3f} on {HELD_OUT}")
-    print(f"wrote {CHECKPOINT.relative_to(ROOT)} ({CHECKPOINT.stat().st_size / 1e6:.2f} MB) and "
-          f"{MANIFEST.relative_to(ROOT)}")
+    shipped.manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+    print(f"{shipped.name}: trained {trainer.step} steps in {seconds:.1f} s on {THREADS} thread(s); "
+          f"held-out exact match {accuracy:.3f} on {HELD_OUT}; wrote {shipped.checkpoint.relative_to(ROOT)} "
+          f"({shipped.checkpoint.stat().st_size / 1e6:.2f} MB) and {shipped.manifest_path.relative_to(ROOT)}")
 
 
-def check() -> bool:
-    """Re-train the first CHECK_STEP steps and compare losses and weights with the shipped files."""
-    shipped = wt.load_checkpoint(CHECKPOINT)
-    manifest = json.loads(MANIFEST.read_text())
-    trainer, fingerprints = train(manifest["check_step"])
-    same_losses = trainer.losses == shipped.losses[:trainer.step]
+def check(shipped: Shipped) -> bool:
+    """Re-train the first ``check_step`` steps; compare losses and weights with the shipped files, bit for bit."""
+    loaded = shipped.load(shipped.checkpoint)
+    manifest = shipped.manifest()
+    trainer, fingerprints = train(shipped, manifest["check_step"])
+    same_losses = trainer.losses == loaded.losses[:trainer.step]
     same_weights = fingerprints[trainer.step]["sha256"] == manifest["fingerprints"][str(trainer.step)]["sha256"]
-    print(f"first {trainer.step} steps: losses bit for bit: {same_losses}; weights bit for bit: {same_weights}")
-    return same_losses and same_weights
+    same_end = fingerprint(loaded.model)["sha256"] == manifest["fingerprints"][str(loaded.step)]["sha256"]
+    print(f"{shipped.name}, first {trainer.step} steps: losses bit for bit: {same_losses}; weights bit for bit: "
+          f"{same_weights}; shipped weights are the run's last: {same_end}")
+    return same_losses and same_weights and same_end
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", help=f"which checkpoints: {', '.join(SHIPPED)} (default: all)")
     parser.add_argument("--check", action="store_true", help="re-train the first steps and compare, write nothing")
-    if parser.parse_args().check:
-        sys.exit(0 if check() else 1)
-    make()
+    args = parser.parse_args()
+    unknown = sorted(set(args.names) - set(SHIPPED))
+    if unknown:
+        parser.error(f"no shipped checkpoint named {', '.join(unknown)}; choose from {', '.join(SHIPPED)}")
+    chosen = [SHIPPED[name] for name in (args.names or SHIPPED)]
+    if args.check:
+        sys.exit(0 if all([check(shipped) for shipped in chosen]) else 1)
+    for shipped in chosen:
+        make(shipped)

@@ -179,7 +179,7 @@ def _interrupts_held():
 
 
 @contextmanager
-def _torch_threads(count: int):
+def torch_threads(count: int):
     """Run the block on ``count`` CPU threads, then restore the caller's setting."""
     before = torch.get_num_threads()
     torch.set_num_threads(count)
@@ -243,7 +243,7 @@ class TrainingLoop:
         start_step, start = self.step, time.perf_counter()
         stopped_by = "schedule end" if goal == self.total_steps else "steps"
         self.model.train()
-        with _torch_threads(self.threads), \
+        with torch_threads(self.threads), \
                 tqdm(total=goal - self.step, desc="training", disable=not progress, leave=True) as bar:
             while self.step < goal:
                 self._one_step()
@@ -258,7 +258,7 @@ class TrainingLoop:
         report = RunReport(start_step, self.step, self.total_steps, time.perf_counter() - start, stopped_by,
                            self.losses[start_step:], score_name=self.score_name)
         if (seconds is not None if evaluate is None else evaluate) and self.score_fn is not None:
-            with _torch_threads(self.threads):
+            with torch_threads(self.threads):
                 report.score = self.score_fn()
         return report
 
@@ -371,15 +371,15 @@ class Trainer(TrainingLoop):
 
     def translate(self, texts: list[str]) -> list[str]:
         """Greedy translations, on the trainer's threads (one: small steps, no waiting on a busy machine)."""
-        with _torch_threads(self.threads):
+        with torch_threads(self.threads):
             return translate(self.model, texts, self.src_vocab, self.tgt_vocab)
 
     def accuracy(self, pairs: list[tuple[str, str]]) -> float:
-        with _torch_threads(self.threads):
+        with torch_threads(self.threads):
             return exact_match(self.model, pairs, self.src_vocab, self.tgt_vocab)
 
 
-def _check_texts(texts) -> None:
+def check_texts(texts) -> None:
     if isinstance(texts, str):
         raise TypeError(f"texts must be a list of strings, got the single string {texts!r}: "
                         f"wrap it in a list, [{texts!r}]")
@@ -398,7 +398,7 @@ def _check_texts(texts) -> None:
 def translate(model: Transformer, texts: list[str], src_vocab: Vocab, tgt_vocab: Vocab,
               max_len: int = 20) -> list[str]:
     """Greedy translation of Chinese strings with a trained model: ``len(texts)`` strings in and out."""
-    _check_texts(texts)
+    check_texts(texts)
     if (len(src_vocab), len(tgt_vocab)) != (model.cfg.src_vocab_size, model.cfg.tgt_vocab_size):
         raise ValueError(f"the vocabularies ({len(src_vocab)}, {len(tgt_vocab)} tokens) do not match the model "
                          f"({model.cfg.src_vocab_size}, {model.cfg.tgt_vocab_size}); use the ones it was trained with")
