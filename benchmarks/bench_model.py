@@ -1,8 +1,8 @@
-"""One training step (forward + backward + Adam) at the seed sizes: ours vs the same model on nn.Transformer.
+"""One training step (forward + backward + Adam) at the source articles' sizes: ours vs nn.Transformer.
 
 Both share the embedding, positional encoding and output head; only the stacks differ. Runs are
 interleaved so machine noise hits both alike. Goal: ours <= 1.10x the reference. Also prints the
-shape trace's latency at the seed sizes (the widgets call it on every slider move).
+shape trace's latency at the source articles' sizes (the widgets call it on every slider move).
 
     .venv/bin/python benchmarks/bench_model.py [--rounds 10]
 """
@@ -51,7 +51,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
     torch.manual_seed(0)
-    cfg = wt.ModelConfig.seed_example()
+    cfg = wt.ModelConfig.paper_base()
     ours = wt.Transformer(cfg)
     reference = TorchStackModel(wt.Transformer(cfg))
     src, tgt = torch.randint(1, 30000, (32, 10)), torch.randint(1, 30000, (32, 4))
@@ -65,7 +65,8 @@ def main() -> None:
             seconds = step_seconds(model, src, tgt, labels, optimizers[name])
             if round_:  # round 0 warms up both
                 times[name].append(seconds)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, seed sizes, {args.rounds} interleaved rounds")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, paper_base sizes, "
+          f"{args.rounds} interleaved rounds")
     for name, samples in times.items():
         print(f"  {name:<15} median step {statistics.median(samples) * 1e3:8.1f} ms")
     ratio = statistics.median(times["ours"]) / statistics.median(times["nn.Transformer"])
@@ -82,7 +83,7 @@ def main() -> None:
             start = time.perf_counter()
             trace_shapes(*call)
             samples.append(time.perf_counter() - start)
-        print(f"trace_shapes at the seed sizes, {name}: median {statistics.median(samples) * 1e3:.0f} ms")
+        print(f"trace_shapes at the source articles' sizes, {name}: median {statistics.median(samples) * 1e3:.0f} ms")
     start = time.perf_counter()
     trace_shapes(cfg, 1, 10, 4)
     print(f"trace_shapes, a size seen before (cached): {(time.perf_counter() - start) * 1e6:.0f} µs "

@@ -11,7 +11,7 @@ from torch import nn
 import walkthrough as wt
 from walkthrough import recording, trace
 
-SEED_TABLE = [  # (where, step, shape) for every row of DESIGN.md's seed shape table
+SOURCE_TABLE = [  # (where, step, shape) for every row of DESIGN.md's table of the source articles' shapes
     ("src_embed", "src ids", (32, 10)),
     ("tgt_embed", "tgt ids", (32, 4)),
     ("src_embed", "embedding", (32, 10, 512)),
@@ -45,7 +45,7 @@ SEED_TABLE = [  # (where, step, shape) for every row of DESIGN.md's seed shape t
 def test_trace_contains_every_row_of_the_seed_table():
     rows = wt.trace_shapes(wt.ModelConfig(), batch=32, src_len=10, tgt_len=4)
     found = {(r.where, r.step): r.shape for r in rows}
-    for where, step, shape in SEED_TABLE:
+    for where, step, shape in SOURCE_TABLE:
         assert found.get((where, step)) == shape, (where, step)
     assert all(len(r.dims.split()) == len(r.shape) for r in rows)
     assert sum(r.step == "Add & Norm" for r in rows) == 6 * 2 + 6 * 3  # every layer ran

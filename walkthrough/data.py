@@ -60,7 +60,7 @@ def pad_batch(rows: Sequence[Sequence[int]], pad_id: int = Vocab.pad_id) -> torc
     return torch.tensor([list(r) + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
-# The phrase examples: the seeds' 早上好 -> good morning, and one longer pair.
+# The phrase examples: the source articles' 早上好 -> good morning, and one longer pair.
 PHRASES = [("早上好", "good morning"), ("你爱我吗？", "do you love me ?")]
 
 

@@ -54,7 +54,7 @@ def decoder_self_mask(tgt: torch.Tensor, pad_id: int, new_positions: int | None 
 
 
 def to_blocked(mask: torch.Tensor) -> torch.Tensor:
-    """Our True = may attend -> ``nn.MultiheadAttention``'s True = blocked (the seed's 1 = blocked picture)."""
+    """Our True = may attend -> ``nn.MultiheadAttention``'s True = blocked (one source article draws it so)."""
     return ~mask
 
 
