@@ -111,5 +111,5 @@ def test_load_torch_transformer_refuses_a_reference_that_computes_differently(sm
 def test_gqa_head_counts_are_checked():
     with pytest.raises(ValueError, match=r"num_kv_heads=3 does not divide num_heads=8.*\[1, 2, 4, 8\]"):
         wt.MultiHeadAttention(64, 8, num_kv_heads=3)
-    with pytest.raises(ValueError, match="d_k = d_model / num_heads must be even"):
+    with pytest.raises(ValueError, match="d_k must be even, got d_k=3; d_k = d_model / num_heads"):
         wt.GPTConfig(vocab_size=10, d_model=12, num_heads=4, d_ff=8, num_layers=1, positions="rope")

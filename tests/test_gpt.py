@@ -164,9 +164,9 @@ def test_rope_keys_in_the_cache_are_rotated_once_at_their_own_positions():
 def test_rope_odd_d_k_is_refused():
     with pytest.raises(ValueError, match="d_k must be even, got d_k=3"):
         wt.apply_rope(torch.randn(1, 1, 4, 3))
-    with pytest.raises(ValueError, match="d_k = d_model / num_heads must be even"):
+    with pytest.raises(ValueError, match="d_k must be even, got d_k=3; d_k = d_model / num_heads"):
         wt.MultiHeadAttention(12, 4, rope=True)
-    with pytest.raises(ValueError, match=r"positions='rope'.*d_k=3"):
+    with pytest.raises(ValueError, match=r"turn features in pairs.*d_k=3.*change d_model or num_heads"):
         wt.GPTConfig(vocab_size=50, d_model=12, num_heads=4, d_ff=64, num_layers=1, max_len=8)
     wt.GPTConfig(vocab_size=50, d_model=12, num_heads=4, d_ff=64, num_layers=1, max_len=8, positions="sinusoidal")
 

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from .config import check_heads, check_same_batch
+from .config import check_heads, check_rope_pairs, check_same_batch
 from .embedding import apply_rope
 from .masks import check_mask
 from .recording import record
@@ -69,9 +69,8 @@ class MultiHeadAttention(nn.Module):
         self.num_heads = num_heads
         self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         self.d_k = d_model // num_heads
-        if rope and self.d_k % 2:
-            raise ValueError(f"rope rotates features in pairs, so d_k = d_model / num_heads must be even, got "
-                             f"{self.d_k}: change d_model or num_heads")
+        if rope:
+            check_rope_pairs(self.d_k)
         self.rope = rope
         self.w_q = nn.Linear(d_model, d_model)
         self.w_k = nn.Linear(d_model, self.num_kv_heads * self.d_k)

@@ -47,6 +47,13 @@ def check_same_batch(**tensors) -> None:
         raise ValueError(f"batch sizes differ: {listed}; each must hold the same sentences (one row per sentence)")
 
 
+def check_rope_pairs(d_k: int) -> None:
+    """Rotary positions turn features in pairs (2i, 2i+1): d_k must be even."""
+    if d_k % 2:
+        raise ValueError(f"rotary positions turn features in pairs, so d_k must be even, got d_k={d_k}; "
+                         f"d_k = d_model / num_heads: change d_model or num_heads")
+
+
 def _check_dropout(dropout) -> None:
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
         raise TypeError(f"dropout must be a number in [0, 1), got {dropout!r}")
@@ -155,9 +162,8 @@ class GPTConfig:
         check_token_id("pad_id", self.pad_id, self.vocab_size)
         if self.positions not in POSITIONS:
             raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
-        if self.positions == "rope" and self.d_k % 2:
-            raise ValueError(f"positions='rope' rotates features in pairs, so d_k = d_model / num_heads must be "
-                             f"even; got d_k={self.d_k}: change d_model or num_heads")
+        if self.positions == "rope":
+            check_rope_pairs(self.d_k)
         if not isinstance(self.norm_first, bool):
             raise TypeError(f"norm_first must be True or False, got {self.norm_first!r}")
 

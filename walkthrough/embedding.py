@@ -7,6 +7,7 @@ import math
 import torch
 from torch import nn
 
+from .config import check_rope_pairs
 from .recording import record
 
 
@@ -112,9 +113,7 @@ def apply_rope(x: torch.Tensor, offset: int = 0) -> torch.Tensor:
     score depends on the distance m - n alone. Nothing is added to the token vectors.
     """
     d_k = x.size(-1)
-    if d_k % 2:
-        raise ValueError(f"rotary positions rotate features in pairs, so d_k must be even, got d_k={d_k}; "
-                         f"change d_model or num_heads")
+    check_rope_pairs(d_k)
     angles = rope_angles(x.size(-2), d_k, offset, x.device)  # [L, d_k/2]
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]  # [B, H, L, d_k/2] each: the two coordinates of every pair

@@ -13,8 +13,7 @@ from torch import nn
 from .config import GPTConfig, check_fits_in_memory, check_positive_int, check_token_id
 from .embedding import Embedding, check_ids
 from .layers import DecoderLayer
-from .masks import decoder_self_mask
-from .model import Decoder, DecodingCache, OutputHead
+from .model import Decoder, DecodingCache, OutputHead, self_attention_mask
 
 
 class GPT(nn.Module):
@@ -45,13 +44,7 @@ class GPT(nn.Module):
         """ids [B, L] -> logits [B, L, V]. With a ``cache``, ids are only the new tokens after ``len(cache)``."""
         offset = 0 if cache is None else len(cache)
         x = self.embed(ids, "ids", offset)  # [B, L, D]
-        if cache is None:
-            mask = decoder_self_mask(ids, self.cfg.pad_id)  # [B, 1, L, L]
-        else:
-            if not isinstance(cache, DecodingCache):
-                raise TypeError(f"cache must come from model.new_cache(batch), got {type(cache).__name__}")
-            cache.check(self, ids)
-            mask = decoder_self_mask(cache.append(ids), self.cfg.pad_id, ids.size(1))  # [B, 1, n, t]
+        mask = self_attention_mask(self, ids, cache)  # [B, 1, L, L], or [B, 1, n, t] cached
         return self.generator(self.decoder(x, None, mask, None, cache))
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .config import POSITIONS, GPTConfig, check_positive_int
+from .config import GPTConfig
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
 from .gpt import GPT, greedy_generate
 from .loss import sequence_loss
@@ -88,10 +88,7 @@ class GPTSettings(TrainSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_positive_int("num_kv_heads", self.num_kv_heads)
-        if self.positions not in POSITIONS:
-            raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
-        self.config(len(numeral_lm_vocab()))  # sizes that do not fit (heads, rope pairs) fail here, before training
+        self.config(len(numeral_lm_vocab()))  # K/V heads, positions, rope pairs: GPTConfig checks them, before training
 
     def config(self, vocab_size: int) -> GPTConfig:
         return GPTConfig(vocab_size=vocab_size, d_model=self.d_model, num_heads=self.num_heads,

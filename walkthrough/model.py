@@ -103,6 +103,18 @@ class DecodingCache:
         return self.ids
 
 
+def self_attention_mask(model: nn.Module, new_ids: torch.Tensor, cache: DecodingCache | None,
+                        source: torch.Tensor | None = None) -> torch.Tensor:
+    """The decoder's self-attention mask for ``new_ids`` [B, n]: [B, 1, n, n] without a cache. With one
+    (checked, then extended by the new ids), the new positions ask and every id so far answers: [B, 1, n, t]."""
+    if cache is None:
+        return decoder_self_mask(new_ids, model.cfg.pad_id)
+    if not isinstance(cache, DecodingCache):
+        raise TypeError(f"cache must come from model.new_cache(...), got {type(cache).__name__}")
+    cache.check(model, new_ids, source)
+    return decoder_self_mask(cache.append(new_ids), model.cfg.pad_id, new_ids.size(1))
+
+
 def _parameter_estimate(cfg: ModelConfig) -> int:
     """Weights of the encoder-decoder, to refuse one that cannot fit before allocating it (biases left out)."""
     d, f = cfg.d_model, cfg.d_ff
@@ -152,13 +164,7 @@ class Transformer(nn.Module):
         if memory.shape[1:] != (src.size(1), self.cfg.d_model):
             raise ValueError(f"memory must be [B, L_src, D] = [B, {src.size(1)}, {self.cfg.d_model}], "
                              f"got {list(memory.shape)}; pass model.encode(src)")
-        if cache is None:
-            tgt_mask = decoder_self_mask(tgt, self.cfg.pad_id)  # [B, 1, L_tgt, L_tgt]
-        else:
-            if not isinstance(cache, DecodingCache):
-                raise TypeError(f"cache must come from model.new_cache(src), got {type(cache).__name__}")
-            cache.check(self, tgt, src)
-            tgt_mask = decoder_self_mask(cache.append(tgt), self.cfg.pad_id, tgt.size(1))  # [B, 1, n, t]
+        tgt_mask = self_attention_mask(self, tgt, cache, src)  # [B, 1, L_tgt, L_tgt], or [B, 1, n, t] cached
         return self.decoder(y, memory, tgt_mask, padding_mask(src, self.cfg.pad_id), cache)
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
