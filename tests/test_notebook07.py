@@ -42,7 +42,8 @@ def execute(order: list) -> list:
         run.source = run.source.replace("SECONDS = 5 ", "SECONDS = 0.5 ")
         runs.append(run)
     notebook = nbformat.v4.new_notebook(cells=runs, metadata=nbformat.read(NOTEBOOK, as_version=4).metadata)
-    NotebookClient(notebook, timeout=1800, resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    NotebookClient(notebook, timeout=None, startup_timeout=600,
+                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     return runs
 
 

@@ -23,4 +23,4 @@ def test_notebook_kernels_run_with_the_guard():
         "import socket\nsocket.create_connection(('example.invalid', 80), timeout=1)")])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     with pytest.raises(CellExecutionError, match="NetworkBlocked"):
-        NotebookClient(notebook, timeout=60).execute()
+        NotebookClient(notebook, timeout=None, startup_timeout=600).execute()

@@ -20,7 +20,8 @@ PATHS = [path for path in sorted(NOTEBOOKS.glob("*.ipynb")) if not path.name.sta
 def run(path: Path, sources: list[str]) -> None:
     """Run the sources in the order given on one fresh kernel; a failing cell raises CellExecutionError."""
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
-    client = NotebookClient(notebook, timeout=600, resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(notebook, timeout=None, startup_timeout=600,
+                            resources={"metadata": {"path": str(path.parent)}})
     with client.setup_kernel():
         for index, cell in enumerate(notebook.cells):
             client.execute_cell(cell, index)
