@@ -11,6 +11,7 @@ from .config import check_heads, check_rope_pairs, check_same_batch
 from .embedding import apply_rope
 from .masks import check_mask
 from .recording import record
+from .steps import ONE_KV_HEAD_PER_HEAD
 
 
 def scaled_dot_product_attention(
@@ -24,16 +25,20 @@ def scaled_dot_product_attention(
     number: -inf would turn a fully blocked row into NaN, and -1e9 overflows float16.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # [B, H, L_q, L_k]
-    record("scores Q·Kᵀ/√d_k", scores, "B H L_q L_k", "how well each query matches each key")
+    record("scores", scores)
     if mask is not None:
         check_mask(mask, scores.shape)
         scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)  # keep where True
     weights = scores.softmax(dim=-1)  # [B, H, L_q, L_k], each row sums to 1
-    record("attention weights", weights, "B H L_q L_k", "softmax over keys: each row sums to 1")
+    record("weights", weights)
     kept = weights if dropout is None else dropout(weights)
     context = kept @ v  # [B, H, L_q, d_v]
-    record("context = weights·V", context, "B H L_q d_k", "per head, a weighted mix of value vectors")
+    record("context", context)
     return context, weights
+
+
+_SPLIT_STEPS = {"Q": ("q_view", "q_transpose", None), "K": ("k_view", "k_transpose", "k_grouped"),
+                "V": ("v_view", "v_transpose", "v_grouped")}
 
 
 class KVCache:
@@ -79,24 +84,28 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.attn_weights: torch.Tensor | None = None
 
+    @property
+    def dim_names(self) -> dict[str, str]:
+        """How a trace of this layer alone names its dims: H_kv is H without grouped-query attention."""
+        return ONE_KV_HEAD_PER_HEAD if self.num_kv_heads == self.num_heads else {}
+
     def split_heads(self, x: torch.Tensor, name: str, heads: int | None = None) -> torch.Tensor:
         """[B, L, heads·d_k] -> view [B, L, heads, d_k] -> transpose [B, heads, L, d_k]: heads become a batch dim."""
         heads = self.num_heads if heads is None else heads
-        h = "H" if heads == self.num_heads else "H_kv"
         batch, length, _ = x.shape
         x = x.view(batch, length, heads, self.d_k)  # [B, L, H, d_k]
-        record(f"{name} view", x, f"B L {h} d_k", f"the features cut into {h} heads of d_k")
+        record(_SPLIT_STEPS.get(name, _SPLIT_STEPS["Q"])[0], x)
         x = x.transpose(1, 2)  # [B, H, L, d_k]
-        record(f"{name} transpose", x, f"B {h} L d_k", "heads moved next to batch: one matmul for all")
+        record(_SPLIT_STEPS.get(name, _SPLIT_STEPS["Q"])[1], x)
         return x
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
         """[B, H, L, d_k] -> transpose [B, L, H, d_k] -> view [B, L, D] (contiguous first: view needs it)."""
         batch, _, length, _ = x.shape
         x = x.transpose(1, 2)  # [B, L, H, d_k]
-        record("context transpose", x, "B L H d_k", "heads back beside each other, per token")
+        record("context_transpose", x)
         x = x.contiguous().view(batch, length, self.num_heads * self.d_k)  # [B, L, D]
-        record("heads merged", x, "B L D", "H heads of d_k concatenated back to D")
+        record("merged", x)
         return x
 
     def expand_kv(self, x: torch.Tensor, name: str) -> torch.Tensor:
@@ -104,7 +113,7 @@ class MultiHeadAttention(nn.Module):
         if self.num_kv_heads == self.num_heads:
             return x
         x = x.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)  # [B, H, L_k, d_k]
-        record(f"{name} shared by a group", x, "B H L_k d_k", "each K/V head repeated for its group of query heads")
+        record(_SPLIT_STEPS[name][2], x)
         return x
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -122,38 +131,37 @@ class MultiHeadAttention(nn.Module):
                                  f"for one sentence use {name}.unsqueeze(0)")
         check_same_batch(query=query, key=key, value=value)
         q = self.w_q(query)  # [B, L_q, D]
-        record("Q = X·W_q", q, "B L_q D", "queries, one D×D projection for all heads")
+        record("q", q)
         if cache is not None:
             self._check_cache(cache, query.size(0))
         if cache is not None and not cache.grows and cache.k is not None:
             q = self.split_heads(q, "Q")  # [B, H, L_q, d_k]
             k, v = cache.k, cache.v  # the memory's K and V, made at the first step
         else:
-            kv_dims = "B L_k D" if self.num_kv_heads == self.num_heads else "B L_k H_kv·d_k"
             k = self.w_k(key)  # [B, L_k, H_kv·d_k]
-            record("K = X·W_k", k, kv_dims, "keys")
+            record("k", k)
             v = self.w_v(value)
-            record("V = X·W_v", v, kv_dims, "values")
+            record("v", v)
             q = self.split_heads(q, "Q")  # [B, H, L_q, d_k]
             k = self.split_heads(k, "K", self.num_kv_heads)  # [B, H_kv, L_k, d_k]
             v = self.split_heads(v, "V", self.num_kv_heads)
             if self.rope:
                 offset = len(cache) if cache is not None else 0  # the new positions come after the cached ones
                 q, k = apply_rope(q, offset), apply_rope(k, offset)
-                record("Q rotated (RoPE)", q, "B H L_q d_k", "each pair of features turned by its position")
-                record("K rotated (RoPE)", k, "B H_kv L_k d_k", "keys turned the same way: scores see distance")
+                record("q_rotated", q)
+                record("k_rotated", k)
             if cache is not None:
                 if cache.grows and cache.k is not None:
                     k = torch.cat([cache.k, k], dim=2)  # [B, H_kv, t, d_k]: the past, then the new positions
                     v = torch.cat([cache.v, v], dim=2)
                 cache.k, cache.v = k, v
         if cache is not None:
-            record("K in the cache", k, "B H_kv L_k d_k", "every key so far (self) or the memory's keys (cross)")
+            record("k_cached", k)
         context, weights = scaled_dot_product_attention(
             q, self.expand_kv(k, "K"), self.expand_kv(v, "V"), mask, self.dropout)  # [B, H, L_q, d_k]
         self.attn_weights = weights.detach()
         out = self.w_o(self.merge_heads(context))  # [B, L_q, D]
-        record("output W_o", out, "B L_q D", "mixes the heads' results back into D features")
+        record("output", out)
         return out
 
     def _check_cache(self, cache: KVCache, batch: int) -> None:

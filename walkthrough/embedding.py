@@ -90,12 +90,12 @@ class Embedding(nn.Module):
         """ids [B, L] at positions offset..offset+L-1 (offset > 0 when decoding with a cache) -> [B, L, D]."""
         check_ids(ids, self.vocab_size, name)
         check_positions(ids.size(1), offset, self.max_len)
-        record("ids" if name == "ids" else f"{name} ids", ids, "B L", "token ids, one row per sentence")
+        record("ids", ids)
         x = self.token(ids) * math.sqrt(self.d_model)  # [B, L, D]
-        record("embedding", x, "B L D", "each id looked up in the [V, D] table, times sqrt(D)")
+        record("embedding", x)
         if self.position is not None:
             x = self.position(x, offset)  # [B, L, D]
-            record("+ positional encoding", x, "B L D", "plus the fixed PE row of each position: same shape")
+            record("positions", x)
         return self.dropout(x)
 
 

@@ -14,6 +14,7 @@ from .config import GPTConfig, check_fits_in_memory, check_positive_int, check_t
 from .embedding import Embedding, check_ids
 from .layers import DecoderLayer
 from .model import Decoder, DecodingCache, OutputHead, self_attention_mask
+from .steps import ONE_KV_HEAD_PER_HEAD
 
 
 class GPT(nn.Module):
@@ -35,6 +36,11 @@ class GPT(nn.Module):
                                              norm_first=cfg.norm_first, num_kv_heads=cfg.num_kv_heads, rope=rope)
                                 for _ in range(cfg.num_layers)], cfg.d_model, length="L")
         self.generator = OutputHead(cfg.d_model, cfg.vocab_size, length="L")
+
+    @property
+    def dim_names(self) -> dict[str, str]:
+        """How a trace names this model's dims: one sequence of length L; H_kv is H without grouped-query attention."""
+        return {"L_tgt": "L", **(ONE_KV_HEAD_PER_HEAD if self.cfg.kv_heads == self.cfg.num_heads else {})}
 
     def new_cache(self, batch: int) -> DecodingCache:
         """An empty cache for generating ``batch`` sequences one token at a time."""

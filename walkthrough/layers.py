@@ -22,9 +22,9 @@ class FeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = torch.relu(self.linear1(x))  # [B, L, d_ff]
-        record("FFN hidden, ReLU", hidden, "B L d_ff", "each token widened to d_ff features")
+        record("ffn_hidden", hidden)
         out = self.linear2(self.dropout(hidden))  # [B, L, D]
-        record("FFN out", out, "B L D", "back to D features")
+        record("ffn_out", out)
         return out
 
 
@@ -42,7 +42,7 @@ class AddNorm(nn.Module):
 
     def forward(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
         out = self.norm(x + self.dropout(sublayer_out))  # [B, L, D]
-        record("Add & Norm", out, "B L D", "residual sum, then LayerNorm over each token's D")
+        record("add_norm", out)
         return out
 
 
@@ -97,7 +97,7 @@ class DecoderLayer(nn.Module):
         if not self.norm_first:
             return add_norm(x, sublayer(x))
         out = x + add_norm.dropout(sublayer(add_norm.norm(x)))  # [B, L, D]
-        record("LayerNorm, sublayer, Add", out, "B L D", "pre-norm: the residual path is left untouched")
+        record("pre_norm", out)
         return out
 
     def forward(self, y: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor,

@@ -21,9 +21,9 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int, smoot
                          f"{list(labels.shape)} (labels are ids, not one-hot)")
     if not 0 <= smoothing < 1:
         raise ValueError(f"smoothing must be in [0, 1) (0.1 is usual), got {smoothing}")
-    record("labels", labels, "B L_tgt", "the next token's id at each position (not one-hot)")
+    record("labels", labels)
     flat_logits = logits.reshape(-1, logits.size(-1))  # [B·L, V]
-    record("logits flattened", flat_logits, "B·L_tgt V", "one row per predicted token, for the loss")
+    record("logits_flat", flat_logits)
     flat_labels = labels.reshape(-1)  # [B·L]
-    record("labels flattened", flat_labels, "B·L_tgt", "one class id per row; PAD rows ignored")
+    record("labels_flat", flat_labels)
     return F.cross_entropy(flat_logits, flat_labels, ignore_index=pad_id, label_smoothing=smoothing)

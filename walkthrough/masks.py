@@ -22,7 +22,7 @@ def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
         shape = list(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
         raise ValueError(f"ids must be a [B, L] tensor of token ids, got {shape}")
     mask = (ids != pad_id)[:, None, None, :]  # [B, 1, 1, L_k]
-    record("padding mask", mask, "B 1 1 L_k", "True = a real token (may be attended to)")
+    record("padding_mask", mask)
     return mask
 
 
@@ -35,7 +35,7 @@ def causal_mask(length: int, device: torch.device | str | None = None, queries: 
     queries = length if queries is None else queries
     check_positive_int("queries", queries)
     mask = torch.ones(queries, length, dtype=torch.bool, device=device).tril(length - queries)  # [L_q, L_k]
-    record("causal mask", mask, "L_q L_k", "True on and below the diagonal: no peeking ahead")
+    record("causal_mask", mask)
     return mask
 
 
@@ -49,7 +49,7 @@ def decoder_self_mask(tgt: torch.Tensor, pad_id: int, new_positions: int | None 
     queries = length if new_positions is None else new_positions
     causal = causal_mask(length, device=tgt.device, queries=queries)  # [L_q, L_k]
     mask = padding_mask(tgt, pad_id) & causal  # [B, 1, L_q, L_k]
-    record("target self-attention mask", mask, "B 1 L_q L_k", "padding AND causal")
+    record("self_mask", mask)
     return mask
 
 

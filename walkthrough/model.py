@@ -13,6 +13,7 @@ from .embedding import Embedding
 from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer
 from .masks import decoder_self_mask, padding_mask
 from .recording import record
+from .steps import ONE_KV_HEAD_PER_HEAD
 
 
 class Encoder(nn.Module):
@@ -29,7 +30,7 @@ class Encoder(nn.Module):
         for layer in self.layers:
             x = layer(x, src_mask)  # [B, L_src, D]
         memory = self.norm(x)
-        record("memory (final LayerNorm)", memory, "B L_src D", "the encoder output, read by each decoder layer")
+        record("memory", memory)
         return memory
 
 
@@ -48,7 +49,7 @@ class Decoder(nn.Module):
         for i, layer in enumerate(self.layers):
             y = layer(y, memory, tgt_mask, src_mask, None if cache is None else cache.layers[i])  # [B, L_tgt, D]
         out = self.norm(y)
-        record("decoder output (final LayerNorm)", out, f"B {self.length} D", "one D-vector per position")
+        record("decoder_output", out)
         return out
 
 
@@ -62,7 +63,7 @@ class OutputHead(nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         logits = self.proj(h)  # [B, L_tgt, V_tgt]
-        record("logits", logits, f"B {self.length} V", "a score for every vocabulary word at every position")
+        record("logits", logits)
         return logits
 
 
@@ -124,6 +125,8 @@ def _parameter_estimate(cfg: ModelConfig) -> int:
 
 class Transformer(nn.Module):
     """src ids [B, L_src], tgt ids [B, L_tgt] -> logits [B, L_tgt, V_tgt]."""
+
+    dim_names = ONE_KV_HEAD_PER_HEAD  # how a trace names its dims: its K/V heads are its H heads
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()

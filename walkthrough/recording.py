@@ -1,8 +1,8 @@
-"""The recording hook at the bottom of the package: model code calls ``record``; a tracer listens.
+"""The recording hook at the bottom of the package: model code calls ``record(step_id, tensor)``; a tracer listens.
 
-Imports nothing of ours, so every model module can call it and the tracer (``trace.py``, above the
-model) can switch it on without an import cycle. With no recorder listening, ``record`` returns at
-once and never looks at the tensor.
+Imports only the table of steps (``steps.py``), so every model module can call it and the tracer
+(``trace.py``, above the model) can switch it on without an import cycle. With no recorder listening,
+``record`` checks the step id and returns: it never looks at the tensor.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
+
+from .steps import STEPS, step
 
 
 @dataclass(frozen=True)
@@ -25,23 +27,39 @@ class Row:
 
 
 class Recorder:
-    """Collects rows; ``scopes`` is the stack of module paths currently running (the tracer pushes them)."""
+    """Collects rows; ``scopes`` is the stack of module paths currently running (the tracer pushes them).
 
-    def __init__(self) -> None:
+    ``dim_names`` renames the table's general dims for the model being traced (a model class's own
+    ``dim_names``, e.g. ``{"L_tgt": "L"}`` for a GPT): ``Recorder(dim_names=getattr(model, "dim_names", None))``.
+    """
+
+    def __init__(self, dim_names: dict[str, str] | None = None) -> None:
         self.rows: list[Row] = []
         self.scopes: list[str] = ["model"]
+        self.dim_names = dict(dim_names or {})
+
+    def dims(self, general: str) -> str:
+        """The table's dims with this model's names: ``"B H_kv L_k d_k"`` -> ``"B H L_k d_k"``."""
+        return " ".join(self.dim_names.get(d, d) for d in general.split())
 
 
 _active: Recorder | None = None
 
 
-def record(step: str, tensor: torch.Tensor, dims: str, meaning: str) -> None:
-    """Note ``tensor``'s shape under ``step`` if a recorder is listening; otherwise do nothing."""
+def record(step_id: str, tensor: torch.Tensor) -> None:
+    """Note ``tensor``'s shape under the step ``step_id`` of ``steps.STEPS`` if a recorder is listening.
+
+    An id missing from the table is a KeyError whether or not anybody listens, so a typo cannot hide.
+    """
+    if step_id not in STEPS:
+        step(step_id)  # raises, listing the ids
     if _active is None:
         return
+    known = STEPS[step_id]
+    dims = _active.dims(known.dims)
     if len(dims.split()) != tensor.dim():
-        raise RuntimeError(f"trace step {step!r}: dims {dims!r} do not match shape {list(tensor.shape)}")
-    _active.rows.append(Row(_active.scopes[-1], step, tuple(tensor.shape), dims, meaning))
+        raise RuntimeError(f"trace step {step_id!r}: dims {dims!r} do not match shape {list(tensor.shape)}")
+    _active.rows.append(Row(_active.scopes[-1], known.label, tuple(tensor.shape), dims, known.meaning))
 
 
 def active() -> Recorder | None:

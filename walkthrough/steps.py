@@ -1,0 +1,115 @@
+"""Every named step the model reports to a trace: one table, one home for each step's label, dims and meaning.
+
+Model code refers to a step by its id (``record("scores", scores)``); traced rows carry the step's
+readable label (``Row.step == "scores Q·Kᵀ/√d_k"``), its named dims and its meaning. To look a step up:
+
+    wt.STEPS["scores"].label            # 'scores Q·Kᵀ/√d_k'
+    wt.step("scores").dims              # 'B H L_q L_k'  (an unknown id is a KeyError that lists the ids)
+    wt.by_step(rows)["decoder.layers.0.cross_attn", "scores"]   # a traced row, by module path and step id
+
+Dims use the general names (``H_kv`` for K/V heads, ``L_tgt`` for the decoder's length); a model class may
+rename them for its own trace with a ``dim_names`` mapping (the encoder-decoder has one K/V head per
+query head, so its ``H_kv`` reads ``H``; a GPT's ``L_tgt`` reads ``L``). A translated meaning (issue 20)
+joins as another field of ``Step``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Step:
+    """One named step: ``id`` (what code writes), ``label`` (what a table shows), named ``dims``, ``meaning``."""
+
+    id: str
+    label: str
+    dims: str
+    meaning: str
+
+
+_TABLE = (
+    # embedding (notebook 01)
+    Step("ids", "ids", "B L", "token ids, one row per sentence"),
+    Step("embedding", "embedding", "B L D", "each id looked up in the [V, D] table, times sqrt(D)"),
+    Step("positions", "+ positional encoding", "B L D", "plus the fixed PE row of each position: same shape"),
+    # masks (notebook 03)
+    Step("padding_mask", "padding mask", "B 1 1 L_k", "True = a real token (may be attended to)"),
+    Step("causal_mask", "causal mask", "L_q L_k", "True on and below the diagonal: no peeking ahead"),
+    Step("self_mask", "target self-attention mask", "B 1 L_q L_k",
+         "a real key AND not in the future (a cached step asks with its newest rows only)"),
+    # attention (notebooks 02-04, 08, 09), in the order it runs
+    Step("q", "Q = X·W_q", "B L_q D", "queries, one D×D projection for all heads"),
+    Step("k", "K = X·W_k", "B L_k H_kv·d_k", "keys"),
+    Step("v", "V = X·W_v", "B L_k H_kv·d_k", "values"),
+    Step("q_view", "Q view", "B L H d_k", "the features cut into H heads of d_k"),
+    Step("k_view", "K view", "B L H_kv d_k", "the features cut into H_kv heads of d_k"),
+    Step("v_view", "V view", "B L H_kv d_k", "the features cut into H_kv heads of d_k"),
+    Step("q_transpose", "Q transpose", "B H L d_k", "heads moved next to batch: one matmul for all"),
+    Step("k_transpose", "K transpose", "B H_kv L d_k", "heads moved next to batch: one matmul for all"),
+    Step("v_transpose", "V transpose", "B H_kv L d_k", "heads moved next to batch: one matmul for all"),
+    Step("q_rotated", "Q rotated (RoPE)", "B H L_q d_k", "each pair of features turned by its position"),
+    Step("k_rotated", "K rotated (RoPE)", "B H_kv L_k d_k", "keys turned the same way: scores see distance"),
+    Step("k_cached", "K in the cache", "B H_kv L_k d_k", "every key so far (self) or the memory's keys (cross)"),
+    Step("k_grouped", "K shared by a group", "B H L_k d_k", "each K/V head repeated for its group of query heads"),
+    Step("v_grouped", "V shared by a group", "B H L_k d_k", "each K/V head repeated for its group of query heads"),
+    Step("scores", "scores Q·Kᵀ/√d_k", "B H L_q L_k", "how well each query matches each key"),
+    Step("weights", "attention weights", "B H L_q L_k", "softmax over keys: each row sums to 1"),
+    Step("context", "context = weights·V", "B H L_q d_k", "per head, a weighted mix of value vectors"),
+    Step("context_transpose", "context transpose", "B L H d_k", "heads back beside each other, per token"),
+    Step("merged", "heads merged", "B L D", "H heads of d_k concatenated back to D"),
+    Step("output", "output W_o", "B L_q D", "mixes the heads' results back into D features"),
+    # the other sublayers (notebook 05)
+    Step("ffn_hidden", "FFN hidden, ReLU", "B L d_ff", "each token widened to d_ff features"),
+    Step("ffn_out", "FFN out", "B L D", "back to D features"),
+    Step("add_norm", "Add & Norm", "B L D", "residual sum, then LayerNorm over each token's D"),
+    Step("pre_norm", "LayerNorm, sublayer, Add", "B L D", "pre-norm: the residual path is left untouched"),
+    # stacks, head and loss (notebooks 06, 07)
+    Step("memory", "memory (final LayerNorm)", "B L_src D", "the encoder output, read by each decoder layer"),
+    Step("decoder_output", "decoder output (final LayerNorm)", "B L_tgt D", "one D-vector per position"),
+    Step("logits", "logits", "B L_tgt V", "a score for every vocabulary word at every position"),
+    Step("labels", "labels", "B L_tgt", "the next token's id at each position (not one-hot)"),
+    Step("logits_flat", "logits flattened", "B·L_tgt V", "one row per predicted token, for the loss"),
+    Step("labels_flat", "labels flattened", "B·L_tgt", "one class id per row; PAD rows ignored"),
+)
+# The names of a model with one K/V head per query head (no grouped-query attention): H_kv is H.
+ONE_KV_HEAD_PER_HEAD = {"H_kv": "H", "H_kv·d_k": "D"}
+
+STEPS: dict[str, Step] = {s.id: s for s in _TABLE}
+_BY_LABEL: dict[str, Step] = {s.label: s for s in _TABLE}
+assert len(STEPS) == len(_BY_LABEL) == len(_TABLE), "step ids and labels are each unique"
+
+
+def step(step_id: str) -> Step:
+    """The step with this id (or, for older code, this label); an unknown one is a KeyError listing the ids."""
+    found = STEPS.get(step_id) or _BY_LABEL.get(step_id)
+    if found is None:
+        raise KeyError(f"no step {step_id!r}; the steps are {', '.join(STEPS)} (wt.STEPS holds each one's "
+                       f"label, dims and meaning)")
+    return found
+
+
+class StepRows(dict):
+    """Traced rows keyed by (module path, step label); a key may name the step by its id instead."""
+
+    def __missing__(self, key):
+        if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], str)):
+            raise KeyError(key)
+        where, name = key
+        known = STEPS.get(name) or _BY_LABEL.get(name)
+        if known is not None and dict.__contains__(self, (where, known.label)):
+            return dict.__getitem__(self, (where, known.label))
+        if known is None and not any(k[1] == name for k in self):
+            step(name)  # neither a step of the table nor an op in these rows: say which steps exist
+        label = name if known is None else known.label
+        paths = sorted({k[0] for k in self if k[1] == label})
+        raise KeyError(f"{label!r} was not traced in {where!r}; it was traced in: {paths or 'no module'}")
+
+    def get(self, key, default=None):
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key) -> bool:
+        return dict.__contains__(self, key) or self.get(key) is not None
