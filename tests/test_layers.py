@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "walkthrough"
 LAYERS = {
     "recording": 0, "config": 0,                 # the hook and the sizes: import nothing of ours
     "masks": 1, "embedding": 1, "loss": 1,       # model parts that need only the bottom
-    "attention": 2,
+    "attention": 2, "flash": 2,                  # flash: attention in tiles, beside it (imports neither way)
     "layers": 3,
     "model": 4,                                  # the encoder-decoder
     "gpt": 5,                                    # the decoder-only model, built from the same parts

@@ -23,13 +23,14 @@ import numpy as np
 import torch
 from matplotlib import colormaps, font_manager
 from matplotlib.axis import Axis
-from matplotlib.colors import to_rgb
+from matplotlib.colors import ListedColormap, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
 from .config import ModelConfig, check_positive_int
 from .embedding import sinusoidal_table
+from .flash import flash_tiles, online_softmax_step
 
 _SYSTEM_CJK_FONTS = ("Noto Sans CJK SC", "WenQuanYi Micro Hei", "Microsoft YaHei", "SimHei", "PingFang SC",
                      "Heiti SC", "Source Han Sans SC")
@@ -545,3 +546,100 @@ def cache_figure(layers: int, step: int, src_len: int, max_step: int = 64, max_s
     fixed.set_yticks([])
     figure.subplots_adjust(left=0.09, right=0.98, bottom=0.6 / (1.1 + 0.25 * layers), top=0.85, wspace=0.05)
     return figure
+
+
+# --- FlashAttention: the tile grid and the online softmax (notebook 13) -------------------------------------
+
+TILE_KINDS = ("skipped", "computed", "partly masked")
+TILE_COLOURS = (MASKED_COLOUR, "#4c72b0", "#dd8452")
+PROJECTOR_TEXT = 12  # points: 12 px at the explorers' 72 dpi, the smallest text that reads at the back of a room
+
+
+def tile_kinds(L_q: int, L_k: int, block_q: int, block_k: int, causal: bool) -> np.ndarray:
+    """[query blocks, key blocks]: 0 skipped, 1 computed, 2 computed with the causal mask inside (from flash_tiles)."""
+    tiles = flash_tiles(L_q, L_k, block_q, block_k, causal)
+    kinds = np.zeros((math.ceil(L_q / block_q), math.ceil(L_k / block_k)), dtype=int)
+    for tile in tiles:
+        kinds[tile.queries.start // block_q, tile.keys.start // block_k] = 2 if tile.diagonal else 1
+    return kinds
+
+
+@_cjk
+def tile_grid_figure(L_q: int, L_k: int, block_q: int = 16, block_k: int = 16, causal: bool = True,
+                     layout: str | None = "constrained") -> Figure:
+    """The [L_q, L_k] score matrix cut into block_q × block_k tiles, each coloured by what flash_attention does
+    with it: computed, computed with the causal mask inside (the diagonal crosses it), or skipped."""
+    kinds = tile_kinds(L_q, L_k, block_q, block_k, causal)
+    fig = Figure(figsize=(4.4, 4.0), layout=layout)
+    ax = fig.add_subplot()
+    ax.pcolormesh([*range(0, L_k, block_k), L_k], [*range(0, L_q, block_q), L_q], kinds,
+                  cmap=ListedColormap(TILE_COLOURS), vmin=-0.5, vmax=2.5, edgecolors="white",
+                  linewidth=1.5 if kinds.size <= 400 else 0.3)
+    if causal:  # query i sees keys up to i + L_k - L_q: the allowed cells end on this line
+        offset = L_k - L_q
+        ax.plot([offset + 1, offset + 1 + L_q], [0, L_q], color="black", linewidth=1.5)
+    ax.set_xlim(0, L_k)
+    ax.set_ylim(L_q, 0)  # query 0 on top, as in every attention heatmap
+    computed = int((kinds > 0).sum())
+    skipped = f", {kinds.size - computed} skipped" if causal else ""
+    ax.set_title(f"{computed} of {kinds.size} tiles computed{skipped}", fontsize=PROJECTOR_TEXT)
+    ax.set_xlabel(f"key position (L_k = {L_k}, blocks of {block_k})", fontsize=PROJECTOR_TEXT)
+    ax.set_ylabel(f"query (L_q = {L_q}, blocks of {block_q})", fontsize=PROJECTOR_TEXT)
+    ax.tick_params(labelsize=PROJECTOR_TEXT)
+    shown = [kind for kind in range(3) if (kinds == kind).any()]
+    ax.legend([Rectangle((0, 0), 1, 1, facecolor=TILE_COLOURS[kind]) for kind in shown],
+              [TILE_KINDS[kind] for kind in shown], loc="upper center", bbox_to_anchor=(0.5, -0.17),
+              ncols=len(shown), fontsize=PROJECTOR_TEXT, frameon=False, handlelength=1, columnspacing=1)
+    if layout is None:
+        fig.subplots_adjust(left=0.17, right=0.97, bottom=0.27, top=0.92)
+    return fig
+
+
+def running_softmax(scores: torch.Tensor, block_k: int) -> list[tuple[int, float, float]]:
+    """One row's scores [L_k] taken block by block with ``flash.online_softmax_step``: (keys seen, m, l) after each."""
+    if not isinstance(scores, torch.Tensor) or scores.dim() != 1 or not scores.is_floating_point():
+        got = list(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
+        raise ValueError(f"scores must be one row of float scores [L_k], got {got}; pick a row, e.g. scores[0, 0, 0]")
+    check_positive_int("block_k", block_k)
+    m = torch.tensor(torch.finfo(scores.dtype).min, dtype=scores.dtype)  # []: one row
+    total, acc = torch.zeros((), dtype=scores.dtype), torch.zeros(1, dtype=scores.dtype)  # l [], acc [1]
+    values = torch.ones(len(scores), 1, dtype=scores.dtype)  # [L_k, 1]: all ones, so acc ends equal to l
+    history = []
+    for start in range(0, len(scores), block_k):
+        block = scores[start:start + block_k]  # [b_k]
+        m, total, acc = online_softmax_step(m, total, acc, block, values[start:start + block_k])
+        history.append((start + len(block), m.item(), total.item()))
+    return history
+
+
+@_cjk
+def online_softmax_figure(scores: torch.Tensor, block_k: int, layout: str | None = "constrained") -> Figure:
+    """One query row's scores [L_k] arriving in blocks of ``block_k`` keys: the running max m over the scores
+    (left), the running sum l = Σ exp(score - m) after each block (right), next to the exact values they end at."""
+    history = running_softmax(scores, block_k)
+    ends, maxima, sums = zip(*history)
+    fig = Figure(figsize=(8.4, 3.8), layout=layout)
+    left, right = fig.subplots(1, 2)
+    left.plot(range(len(scores)), scores.numpy(), "o", color="#8c8c8c", markersize=4, label="score")
+    left.step([-0.5, *(end - 0.5 for end in ends)], [maxima[0], *maxima], where="pre", color="#c44e52", linewidth=2,
+              label="running max m")
+    for end in ends[:-1]:
+        left.axvline(end - 0.5, color="#bbbbbb", linewidth=0.8)
+    left.set_xlabel(f"key (blocks of {block_k})", fontsize=PROJECTOR_TEXT)
+    left.set_title("scores and running max m", fontsize=PROJECTOR_TEXT)
+    below = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.2), "fontsize": PROJECTOR_TEXT, "frameon": False,
+             "handlelength": 1.2, "labelspacing": 0.2}
+    exact = torch.exp(scores - scores.max()).sum().item()
+    right.plot(range(1, len(sums) + 1), sums, "o-", color="#4c72b0", label="running sum l")
+    right.axhline(exact, color="black", linestyle="--", linewidth=1, label="exact: Σ exp(s − max s)")
+    grew = [i for i in range(1, len(maxima)) if maxima[i] > maxima[i - 1]]
+    right.plot([i + 1 for i in grew], [sums[i] for i in grew], "v", color="#c44e52", markersize=9,
+               label="max grew: l rescaled")
+    right.set_xlabel("blocks seen", fontsize=PROJECTOR_TEXT)
+    right.set_title("running sum l", fontsize=PROJECTOR_TEXT)
+    for ax in (left, right):
+        ax.tick_params(labelsize=PROJECTOR_TEXT)
+        ax.legend(**below)
+    if layout is None:
+        fig.subplots_adjust(left=0.07, right=0.98, bottom=0.42, top=0.92, wspace=0.25)
+    return fig
