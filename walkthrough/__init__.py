@@ -12,6 +12,7 @@ from .config import GPTConfig, ModelConfig
 from .data import PHRASES, Vocab, chinese_numeral, english_words, numeral_vocabs, pad_batch, phrase_vocabs
 from .embedding import Embedding, PositionalEncoding, apply_rope, sinusoidal_table
 from .exercises import check_exercise
+from .flash import flash_attention, flash_attention_backward, flash_tiles
 from .gpt import GPT, greedy_generate
 from .language_model import GPTSettings, GPTTrainer, load_gpt_checkpoint, save_gpt_checkpoint
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward
@@ -86,6 +87,9 @@ __all__ = [
     "cost",
     "decoder_self_mask",
     "english_words",
+    "flash_attention",
+    "flash_attention_backward",
+    "flash_tiles",
     "format_table",
     "greedy_decode",
     "greedy_generate",

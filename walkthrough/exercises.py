@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .data import pad_batch
 from .embedding import sinusoidal_table
+from .flash import online_softmax_step
 from .layers import AddNorm
 from .loss import sequence_loss
 from .masks import causal_mask, padding_mask, to_blocked
@@ -374,6 +375,39 @@ def check_heads_into_batch(fn, inputs):
         }
         check_tensor(call(fn, x, heads), expected, "B·H L d_k", mistakes,
                      f"for x {list(x.shape)} and num_heads={heads}, your result")
+
+
+@exercise("online_softmax_step")
+def check_online_softmax_step(fn, inputs):
+    """fn(m [R], l [R], acc [R, d_v], scores [R, b], v [b, d_v]) -> (m, l, acc) after one more block (notebook 13)."""
+    for _ in range(CASES):
+        rows, keys, d_v = inputs.sizes(3, 2, 9)
+        lowest = torch.finfo(torch.float32).min
+        start = torch.full((rows,), lowest), torch.zeros(rows), torch.zeros(rows, d_v)
+        m, sum_exp, acc = online_softmax_step(*start, inputs.randn(rows, keys), inputs.randn(keys, d_v))  # block 1
+        scores, v = inputs.randn(rows, keys), inputs.randn(keys, d_v)  # block 2: larger scores in every other row
+        scores[::2] += 3
+        expected = online_softmax_step(m, sum_exp, acc, scores, v)
+        m_new = expected[0]
+        p = torch.exp(scores - m_new[:, None])  # [R, b]
+        about = f"for {rows} rows and a block of {keys} keys, your"
+        result = call(fn, m.clone(), sum_exp.clone(), acc.clone(), scores.clone(), v.clone())
+        if not (isinstance(result, tuple) and len(result) == 3):
+            raise Wrong(f"{about} function should return three tensors, (m, l, acc); got {type(result).__name__}.")
+        check_tensor(result[0], m_new, "R", {
+            "m is the max of this block alone: the running max is the larger of the old m and this block's max.":
+                scores.amax(-1)}, f"{about} running max m")
+        forgot = "you forgot to rescale: where the max grew from m to m_new, the old {} was counted against the " \
+                 "old m; multiply it by exp(m - m_new) before adding this block."
+        inverted = "the rescale is upside down: it is exp(m_old - m_new) (at most 1), not exp(m_new - m_old)."
+        check_tensor(result[1], expected[1], "R", {
+            forgot.format("sum l"): sum_exp + p.sum(-1),
+            inverted: torch.exp(m_new - m) * sum_exp + p.sum(-1),
+        }, f"{about} running sum l")
+        check_tensor(result[2], expected[2], "R d_v", {
+            forgot.format("output acc"): acc + p @ v,
+            inverted: torch.exp(m_new - m)[:, None] * acc + p @ v,
+        }, f"{about} running output acc")
 
 
 def check_exercise(name: str, fn: Callable, seed: int = 0) -> ExerciseResult:
