@@ -1,0 +1,181 @@
+"""Every hand-written backward in walkthrough.backward equals autograd (torch.autograd.grad), in float64."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import walkthrough as wt
+from walkthrough import backward
+
+
+@pytest.fixture(autouse=True)
+def float64_default():
+    """Tight comparisons: a wrong term shows, rounding does not."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
+
+
+def autograd(fn, inputs, d_out):
+    """The gradients of <fn(*inputs), d_out> with respect to each input, by autograd."""
+    inputs = [x.detach().requires_grad_() for x in inputs]
+    return torch.autograd.grad(fn(*inputs), inputs, d_out)
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 5), (2, 3, 4, 6)])
+def test_softmax_backward_equals_autograd(shape):
+    scores, d_probs = torch.randn(shape) * 3, torch.randn(shape)
+    (expected,) = autograd(lambda s: s.softmax(-1), [scores], d_probs)
+    torch.testing.assert_close(backward.softmax_backward(scores.softmax(-1), d_probs), expected)
+
+
+def test_softmax_backward_is_the_jacobian_times_the_gradient():
+    p, d_probs = torch.randn(5).softmax(-1), torch.randn(5)
+    jacobian = torch.diag(p) - torch.outer(p, p)  # [L_k, L_k]
+    torch.testing.assert_close(backward.softmax_backward(p, d_probs), jacobian @ d_probs)
+    torch.testing.assert_close(jacobian, torch.autograd.functional.jacobian(lambda s: s.softmax(-1), p.log()))
+
+
+@pytest.mark.parametrize("batch_shape", [(6,), (3, 4), (2, 3, 5)])
+def test_linear_backward_equals_autograd_and_sums_the_batch_dims(batch_shape):
+    x, weight, bias = torch.randn(*batch_shape, 7), torch.randn(4, 7), torch.randn(4)
+    d_out = torch.randn(*batch_shape, 4)
+    expected = autograd(F.linear, [x, weight, bias], d_out)
+    d_x, d_weight, d_bias = backward.linear_backward(x, weight, d_out)
+    assert d_weight.shape == weight.shape and d_bias.shape == bias.shape  # the batch dims are summed away
+    for ours, theirs in zip((d_x, d_weight, d_bias), expected):
+        torch.testing.assert_close(ours, theirs)
+
+
+def attention(q, k, v, mask=None):
+    return wt.scaled_dot_product_attention(q, k, v, mask)[0]
+
+
+@pytest.mark.parametrize("case", ["no mask", "padding", "causal", "fully blocked rows", "cross"])
+def test_attention_backward_equals_autograd(case):
+    torch.manual_seed(1)
+    batch, heads, l_q, l_k, d_k, d_v = 3, 2, 5, 5, 4, 6
+    if case == "cross":
+        l_q = 3
+    q = torch.randn(batch, heads, l_q, d_k)
+    k, v = torch.randn(batch, heads, l_k, d_k), torch.randn(batch, heads, l_k, d_v)
+    d_out = torch.randn(batch, heads, l_q, d_v)
+    ids = torch.tensor([[5, 6, 7, 0, 0], [5, 6, 7, 8, 9], [5, 0, 0, 0, 0]])
+    query_may_see = torch.tensor([True, True, False, True, True])[:, None]  # query row 2 sees nothing
+    mask = {"no mask": None, "cross": wt.padding_mask(ids, 0), "padding": wt.padding_mask(ids, 0),
+            "causal": wt.causal_mask(l_k), "fully blocked rows": wt.padding_mask(ids, 0) & query_may_see}[case]
+    expected = autograd(lambda q, k, v: attention(q, k, v, mask), [q, k, v], d_out)
+    ours = backward.attention_backward(q, k, v, d_out, mask)
+    for name, a, b in zip(("d_q", "d_k", "d_v"), ours, expected):
+        assert torch.isfinite(a).all(), name
+        torch.testing.assert_close(a, b, msg=f"{case}: {name}")
+    if case == "fully blocked rows":  # query row 2 may see nothing: its weights are uniform, its d_q zero
+        assert mask[..., 2, :].logical_not().all()
+        torch.testing.assert_close(ours[0][:, :, 2], torch.zeros(batch, heads, d_k))
+
+
+def test_attention_backward_blocked_keys_get_no_key_gradient_from_blocked_scores():
+    q, k, v = torch.randn(1, 1, 3, 4), torch.randn(1, 1, 3, 4), torch.randn(1, 1, 3, 4)
+    mask = torch.tensor([True, True, False])  # key 2 is padding
+    _, d_k, d_v = backward.attention_backward(q, k, v, torch.randn(1, 1, 3, 4), mask)
+    assert d_k[0, 0, 2].abs().max() == 0 and d_v[0, 0, 2].abs().max() == 0
+
+
+@pytest.mark.parametrize("eps", [1e-5, 0.5])
+def test_layer_norm_backward_equals_autograd(eps):
+    x, weight, bias = torch.randn(3, 4, 8) * 2 + 1, torch.randn(8), torch.randn(8)
+    d_out = torch.randn(3, 4, 8)
+    expected = autograd(lambda x, w, b: F.layer_norm(x, (8,), w, b, eps), [x, weight, bias], d_out)
+    for ours, theirs in zip(backward.layer_norm_backward(x, weight, d_out, eps), expected):
+        torch.testing.assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.4])
+@pytest.mark.parametrize("ignore_index", [0, 3])
+def test_cross_entropy_backward_equals_autograd(smoothing, ignore_index):
+    torch.manual_seed(2)
+    logits = torch.randn(4, 5, 9)  # [B, L, V]
+    labels = torch.randint(0, 9, (4, 5))
+    labels[1, 2:] = ignore_index  # PAD rows
+    labels[0, 0] = 0 if ignore_index else 1  # at least one label next to the ignored id
+    (expected,) = autograd(lambda x: wt.sequence_loss(x, labels, ignore_index, smoothing), [logits], torch.tensor(1.0))
+    ours = backward.cross_entropy_backward(logits, labels, ignore_index, smoothing)
+    torch.testing.assert_close(ours, expected)
+    assert ours[labels == ignore_index].abs().max() == 0  # PAD rows: no gradient
+    counted = (labels != ignore_index).sum()
+    torch.testing.assert_close(ours.sum(-1), torch.zeros(4, 5))  # softmax minus a distribution sums to 0
+    assert counted > 0
+
+
+def test_embedding_backward_is_an_index_add_of_the_looked_up_rows():
+    table = torch.nn.Embedding(12, 5)
+    ids = torch.tensor([[1, 4, 4], [7, 1, 0]])
+    d_out = torch.randn(2, 3, 5)
+    (expected,) = torch.autograd.grad(table(ids), table.weight, d_out)
+    ours = backward.embedding_backward(ids, d_out, 12)
+    torch.testing.assert_close(ours, expected)
+    unused = [i for i in range(12) if i not in ids]
+    assert ours[unused].abs().max() == 0
+    torch.testing.assert_close(ours[4], d_out[0, 1] + d_out[0, 2])  # a word used twice collects twice
+
+
+def test_split_heads_backward_is_the_merge():
+    attn = wt.MultiHeadAttention(12, 3)
+    x, d_heads = torch.randn(2, 5, 12), torch.randn(2, 3, 5, 4)
+    (expected,) = autograd(lambda x: attn.split_heads(x, "x"), [x], d_heads)
+    torch.testing.assert_close(backward.split_heads_backward(d_heads), expected)
+
+
+def test_float32_agrees_with_autograd_too():
+    q, k, v, d_out = (torch.randn(2, 2, 4, 8, dtype=torch.float32) for _ in range(4))
+    expected = autograd(attention, [q, k, v], d_out)
+    for ours, theirs in zip(backward.attention_backward(q, k, v, d_out), expected):
+        torch.testing.assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: backward.softmax_backward(torch.zeros(3, 4), torch.zeros(3, 5)), ValueError, "d_probs must have probs"),
+    (lambda: backward.softmax_backward([0.5, 0.5], torch.zeros(2)), TypeError, "probs must be a torch tensor"),
+    (lambda: backward.linear_backward(torch.zeros(2, 3), torch.zeros(3, 4), torch.zeros(2, 4)), ValueError,
+     "not transposed"),
+    (lambda: backward.linear_backward(torch.zeros(2, 3), torch.zeros(4, 3), torch.zeros(2, 5)), ValueError,
+     "d_out must have"),
+    (lambda: backward.attention_backward(torch.zeros(2, 4, 8), torch.zeros(2, 4, 8), torch.zeros(2, 4, 8),
+                                         torch.zeros(2, 4, 8)), ValueError, "q must be [B, H, L, d]"),
+    (lambda: backward.attention_backward(*(torch.zeros(1, 1, 3, 2) for _ in range(4)), torch.ones(3, 3)),
+     TypeError, "mask must be a bool tensor"),
+    (lambda: backward.attention_backward(*(torch.zeros(1, 1, 3, 2) for _ in range(4)), torch.ones(4, 4).bool()),
+     ValueError, "does not broadcast"),
+    (lambda: backward.layer_norm_backward(torch.zeros(2, 4), torch.zeros(3), torch.zeros(2, 4)), ValueError,
+     "weight must be [D] = [4]"),
+    (lambda: backward.layer_norm_backward(torch.zeros(2, 4), torch.zeros(4), torch.zeros(2, 4), 0), ValueError,
+     "eps must be a positive number"),
+    (lambda: backward.cross_entropy_backward(torch.zeros(2, 3, 5), torch.zeros(2, 3, 5).long(), 0), ValueError,
+     "not one-hot"),
+    (lambda: backward.cross_entropy_backward(torch.zeros(2, 5), torch.zeros(2), 0), TypeError, "labels.long()"),
+    (lambda: backward.cross_entropy_backward(torch.zeros(2, 5), torch.zeros(2).long(), 0), ValueError,
+     "every label is ignore_index=0"),
+    (lambda: backward.cross_entropy_backward(torch.zeros(2, 5), torch.ones(2).long(), 0, 1.0), ValueError,
+     "smoothing must be"),
+    (lambda: backward.embedding_backward(torch.zeros(2, 3).long(), torch.zeros(2, 4, 5), 7), ValueError,
+     "d_out must be [*ids.shape, D]"),
+    (lambda: backward.embedding_backward(torch.zeros(2, 3).long(), torch.zeros(2, 3, 5), 0), ValueError,
+     "num_embeddings"),
+])
+def test_bad_input_is_refused_with_a_message_that_names_it(call, error, words):
+    with pytest.raises(error) as caught:
+        call()
+    assert words in str(caught.value)
+
+
+def test_scale_is_square_root_of_d_k():
+    """d_q of one query against one key: the chain rule through ÷√d_k shows as a factor 1/√d_k."""
+    q, k, v = torch.randn(1, 1, 1, 16), torch.randn(1, 1, 2, 16), torch.randn(1, 1, 2, 3)
+    d_out = torch.randn(1, 1, 1, 3)
+    d_q, _, _ = backward.attention_backward(q, k, v, d_out)
+    weights = (q @ k.transpose(-2, -1) / 4).softmax(-1)
+    d_scores = backward.softmax_backward(weights, d_out @ v.transpose(-2, -1))
+    torch.testing.assert_close(d_q, d_scores @ k / math.sqrt(16))

@@ -1,0 +1,100 @@
+"""The traced gradient shapes: the forward trace's rows, each beside the shape of its real gradient."""
+
+import dataclasses
+
+import pytest
+import torch
+
+import walkthrough as wt
+from walkthrough import backward
+from walkthrough.gradients import GradientTable, parameter_gradients, trace_gradients
+
+SMALL = wt.ModelConfig(src_vocab_size=40, tgt_vocab_size=30, d_model=12, num_heads=3, d_ff=20, num_layers=2,
+                       max_len=16, dropout=0.0)
+
+
+def test_forward_rows_are_the_forward_trace():
+    rows = trace_gradients(wt.ModelConfig.paper_base())
+    traced = wt.trace_shapes(wt.ModelConfig.paper_base(), 32, 10, 4)
+    assert [r.forward for r in rows] == [wt.Row(t.where, t.step, t.shape, t.dims, t.meaning) for t in traced]
+
+
+def test_every_gradient_has_its_tensors_shape_and_ids_and_masks_have_none():
+    rows = trace_gradients(wt.ModelConfig.paper_base())
+    for row in rows:
+        if row.grad_shape is None:
+            assert any(word in row.forward.step for word in ("ids", "mask", "labels")), row
+        else:
+            assert row.grad_shape == row.forward.shape, row
+    scores = next(r for r in rows if r.forward.where == "decoder.layers.0.cross_attn" and "scores" in r.forward.step)
+    assert scores.grad_shape == (32, 8, 4, 10)  # d_scores of cross-attention: [B, H, L_tgt, L_src]
+
+
+def test_a_weights_gradient_has_the_weights_shape_whatever_the_batch():
+    cfg = wt.ModelConfig.paper_base()
+    small, large = parameter_gradients(cfg, 1, 3, 2), parameter_gradients(cfg, 64, 20, 9)
+    assert small == large
+    assert all(shape == grad for _, shape, grad in small)
+    assert dict((name, grad) for name, _, grad in small)["encoder.layers.0.self_attn.w_q.weight"] == (512, 512)
+    with torch.device("meta"):
+        names = [name for name, _ in wt.Transformer(cfg).named_parameters()]
+    assert [name for name, _, _ in small] == names
+
+
+def test_meta_gradient_shapes_equal_a_real_backward_pass():
+    torch.manual_seed(0)
+    model = wt.Transformer(SMALL).eval()
+    grads = {}
+    for name in ("encoder.layers.0.feed_forward.linear1", "decoder.layers.1.cross_attn.w_o", "generator"):
+        module = model.get_submodule(name)
+        module.register_full_backward_hook(lambda m, d_in, d_out, name=name: grads.__setitem__(name, d_out[0].shape))
+    src, tgt = torch.randint(1, 40, (5, 7)), torch.randint(1, 30, (5, 6))
+    wt.sequence_loss(model(src, tgt), tgt, SMALL.pad_id).backward()
+    rows = {(r.forward.where, r.forward.step): r.grad_shape for r in trace_gradients(SMALL, 5, 7, 6)}
+    assert grads["encoder.layers.0.feed_forward.linear1"] == rows["encoder.layers.0.feed_forward", "FFN hidden, ReLU"]
+    assert grads["decoder.layers.1.cross_attn.w_o"] == rows["decoder.layers.1.cross_attn", "output W_o"]
+    assert grads["generator"] == rows["generator", "logits"]
+    real = {name: tuple(p.grad.shape) for name, p in model.named_parameters()}
+    assert real == {name: grad for name, _, grad in parameter_gradients(SMALL, 5, 7, 6)}
+
+
+def test_the_models_weight_gradient_is_x_transposed_times_d_y_summed_over_batch_and_length():
+    torch.manual_seed(0)
+    model = wt.Transformer(SMALL).eval()
+    w_q = model.encoder.layers[0].self_attn.w_q
+    seen = {}
+    w_q.register_forward_hook(lambda m, args, out: seen.__setitem__("x", args[0]))
+    w_q.register_full_backward_hook(lambda m, d_in, d_out: seen.__setitem__("d_y", d_out[0]))
+    src, tgt = torch.randint(1, 40, (4, 9)), torch.randint(1, 30, (4, 5))
+    wt.sequence_loss(model(src, tgt), tgt, SMALL.pad_id).backward()
+    _, d_weight, d_bias = backward.linear_backward(seen["x"], w_q.weight, seen["d_y"])
+    torch.testing.assert_close(d_weight, w_q.weight.grad)
+    torch.testing.assert_close(d_bias, w_q.bias.grad)
+
+
+def test_gradient_table_text_and_html():
+    rows = [r for r in trace_gradients(SMALL, 2, 3, 4) if r.forward.where == "encoder.layers.0.self_attn"]
+    table = GradientTable(rows, highlight="scores")
+    text = repr(table)
+    assert text.splitlines()[0].split() == ["where", "step", "forward", "shape", "gradient", "shape", "dims"]
+    assert "[2, 3, 3, 3]" in text
+    assert table._repr_html_().count("background:#fff3b0") == 1
+    assert "no gradient" in repr(GradientTable(trace_gradients(SMALL, 2, 3, 4)[:1]))
+
+
+def test_other_configs_share_nothing_by_mistake():
+    wider = dataclasses.replace(SMALL, d_model=24)
+    a, b = trace_gradients(SMALL, 2, 3, 4), trace_gradients(wider, 2, 3, 4)
+    assert a != b and b[1].grad_shape == (2, 3, 24)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: trace_gradients({"d_model": 512}), TypeError, "cfg must be a walkthrough.ModelConfig"),
+    (lambda: trace_gradients(SMALL, 0), ValueError, "batch must be at least 1"),
+    (lambda: trace_gradients(SMALL, 2, 17), ValueError, "src_len=17 is longer than max_len=16"),
+    (lambda: parameter_gradients(SMALL, 2, 3, 2.5), TypeError, "tgt_len must be a whole number"),
+])
+def test_bad_input_is_refused_with_a_message_that_names_it(call, error, words):
+    with pytest.raises(error) as caught:
+        call()
+    assert words in str(caught.value)

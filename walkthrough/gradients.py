@@ -1,0 +1,158 @@
+"""The gradient of every named step and every weight, from a real backward pass on the meta device.
+
+The forward trace (``trace.py``) records each named step's shape. Here the same steps are recorded
+with autograd switched on, the loss is differentiated with ``torch.autograd.grad`` on the meta device
+(shapes only: any size costs nothing), and each step gets the shape of ∂loss/∂step beside its own.
+The rule it shows: a tensor's gradient has the tensor's shape; a weight's gradient has the weight's
+shape, its batch dims summed away. Ids and masks are not differentiable: they get no gradient.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .config import ModelConfig, check_positive_int
+from .loss import sequence_loss
+from .model import Transformer
+from .recording import Recorder, Row, listening
+
+
+@dataclass(frozen=True)
+class GradientRow:
+    """One step of the forward pass (``forward``, a traced ``Row``) and the shape of the loss's gradient
+    with respect to its output (``grad_shape``; None for ids and masks, which have no gradient)."""
+
+    forward: Row
+    grad_shape: tuple[int, ...] | None
+
+
+class _RecordedTensors(torch.overrides.TorchFunctionMode):
+    """Finds the tensor behind each row ``record`` appends: the latest tensor seen (as an argument or a
+    result of a torch function) with the row's shape. ``record`` itself reads the tensor's dims, so the
+    tensor it was given is the last one seen before its row appears."""
+
+    def __init__(self, recorder: Recorder):
+        super().__init__()
+        self.recorder = recorder
+        self.tensors: list[torch.Tensor | None] = []
+        self.recent: list[torch.Tensor] = []
+
+    def catch_up(self) -> None:
+        for row in self.recorder.rows[len(self.tensors):]:
+            found = next((t for t in reversed(self.recent) if tuple(t.shape) == row.shape), None)
+            self.tensors.append(found)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.catch_up()
+        out = func(*args, **(kwargs or {}))
+        seen = [a for a in args if isinstance(a, torch.Tensor)] + ([out] if isinstance(out, torch.Tensor) else [])
+        self.recent = (self.recent + seen)[-8:]
+        return out
+
+
+def _differentiable(tensor: torch.Tensor | None) -> bool:
+    return tensor is not None and tensor.is_floating_point() and tensor.requires_grad
+
+
+@functools.lru_cache(maxsize=8)
+def _meta_model(cfg: ModelConfig) -> Transformer:
+    with torch.device("meta"):
+        return Transformer(cfg).eval()  # eval: dropout changes no shape
+
+
+@functools.lru_cache(maxsize=64)
+def _backward_pass(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int
+                   ) -> tuple[tuple[GradientRow, ...], tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]]:
+    model = _meta_model(cfg)
+    src = torch.zeros(batch, src_len, dtype=torch.long, device="meta")
+    tgt = torch.zeros(batch, tgt_len, dtype=torch.long, device="meta")
+    recorder = Recorder(getattr(model, "dim_names", None))  # the model names its own dims (H_kv is H here)
+    paths = {id(m): name for name, m in model.named_modules() if name}
+
+    def enter(module, args):
+        recorder.scopes.append(paths.get(id(module), recorder.scopes[-1]))
+
+    def leave(module, args, output):
+        recorder.scopes.pop()
+
+    handles = [nn.modules.module.register_module_forward_pre_hook(enter),
+               nn.modules.module.register_module_forward_hook(leave)]
+    tap = _RecordedTensors(recorder)
+    try:
+        with listening(recorder), tap:
+            loss = sequence_loss(model(src, tgt), tgt, cfg.pad_id)
+            tap.catch_up()
+    finally:
+        for handle in handles:
+            handle.remove()
+    steps = [t for t in tap.tensors if _differentiable(t)]
+    names, weights = zip(*model.named_parameters())
+    grads = torch.autograd.grad(loss, steps + list(weights), allow_unused=True)
+    step_grads = dict(zip(map(id, steps), grads[:len(steps)]))
+    rows = tuple(GradientRow(row, tuple(step_grads[id(t)].shape) if _differentiable(t) else None)
+                 for row, t in zip(recorder.rows, tap.tensors))
+    params = tuple((name, tuple(w.shape), tuple(g.shape)) for name, w, g in zip(names, weights, grads[len(steps):]))
+    return rows, params
+
+
+def _check(cfg, batch, src_len, tgt_len) -> None:
+    if not isinstance(cfg, ModelConfig):
+        raise TypeError(f"cfg must be a walkthrough.ModelConfig, got {type(cfg).__name__}")
+    check_positive_int("batch", batch)
+    for name, length in (("src_len", src_len), ("tgt_len", tgt_len)):
+        check_positive_int(name, length)
+        if length > cfg.max_len:
+            raise ValueError(f"{name}={length} is longer than max_len={cfg.max_len}; raise max_len or shorten {name}")
+
+
+def trace_gradients(cfg: ModelConfig, batch: int = 32, src_len: int = 10, tgt_len: int = 4
+                    ) -> tuple[GradientRow, ...]:
+    """Every named step of one training step of ``Transformer(cfg)``, in forward order, each with the shape
+    of the loss's gradient with respect to it. Reverse the order to follow the backward pass."""
+    _check(cfg, batch, src_len, tgt_len)
+    return _backward_pass(cfg, batch, src_len, tgt_len)[0]
+
+
+def parameter_gradients(cfg: ModelConfig, batch: int = 32, src_len: int = 10, tgt_len: int = 4
+                        ) -> tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]:
+    """(parameter name, its shape, its gradient's shape) for every weight of ``Transformer(cfg)``, after a
+    real backward pass on [batch, src_len] -> [batch, tgt_len]: the same shape whatever the batch."""
+    _check(cfg, batch, src_len, tgt_len)
+    return _backward_pass(cfg, batch, src_len, tgt_len)[1]
+
+
+class GradientTable:
+    """Forward rows beside their gradient rows: where, step, the step's shape, ∂loss/∂step's shape, dims.
+    HTML in a notebook (``highlight``ed rows marked), fixed-width text elsewhere."""
+
+    HEADINGS = ("where", "step", "forward shape", "gradient shape", "dims")
+
+    def __init__(self, rows, highlight: tuple[str, ...] = ()):
+        self.rows = list(rows)
+        self.highlight = (highlight,) if isinstance(highlight, str) else tuple(highlight)
+
+    def _cells(self, row: GradientRow) -> tuple[str, ...]:
+        grad = "no gradient" if row.grad_shape is None else str(list(row.grad_shape))
+        return row.forward.where, row.forward.step, str(list(row.forward.shape)), grad, row.forward.dims
+
+    def __repr__(self) -> str:
+        cells = [self.HEADINGS] + [self._cells(r) for r in self.rows]
+        widths = [max(len(c[i]) for c in cells) for i in range(len(self.HEADINGS))]
+        lines = ["  ".join(c[i].ljust(widths[i]) for i in range(len(widths))).rstrip() for c in cells]
+        lines.insert(1, "-" * len(lines[0]))
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th style='text-align:left'>{h}</th>" for h in self.HEADINGS)
+        body = []
+        for row in self.rows:
+            marked = any(h in row.forward.step or h in row.forward.where for h in self.highlight)
+            style = " style='background:#fff3b0;font-weight:bold'" if marked else ""
+            body.append(f"<tr{style}>" + "".join(f"<td style='text-align:left;white-space:nowrap'>{html.escape(c)}</td>"
+                                                 for c in self._cells(row)) + "</tr>")
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"

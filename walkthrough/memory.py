@@ -1,0 +1,252 @@
+"""What one training step keeps in memory: the tensors autograd saves for the backward pass, the
+weights, their gradients and Adam's two running averages.
+
+``training_memory(cfg, batch, src_len, tgt_len)`` adds it up from a formula, one named term per kind
+of saved tensor; ``measure_saved(...)`` runs a real training forward pass and counts what autograd
+actually saves (``torch.autograd.graph.saved_tensors_hooks``: each storage once, parameters left
+out). tests/test_memory.py checks the two are equal, to the byte, at several sizes, dropout off and on.
+Both describe the path a training step takes: the model with nothing recording (``model.train()``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from .config import ModelConfig, check_positive_int
+from .loss import sequence_loss
+from .model import Transformer
+
+FLOAT = 4  # bytes of a float32
+LONG = 8  # bytes of an int64 token id
+BOOL = 1
+
+
+@dataclass(frozen=True)
+class TrainingMemory:
+    """Bytes of one training step. ``terms``: the saved activations, one (name, bytes) per kind, summed
+    over every layer; ``activations`` is their sum. ``optimizer``: Adam's exp_avg and exp_avg_sq (one
+    float per parameter each) plus one step counter per parameter tensor."""
+
+    activations: int
+    parameters: int
+    gradients: int
+    optimizer: int
+    terms: tuple[tuple[str, int], ...]
+
+    @property
+    def total(self) -> int:
+        return self.activations + self.parameters + self.gradients + self.optimizer
+
+    def __repr__(self) -> str:
+        lines = [f"{'activations saved for backward':<34}{self.activations:>16,} bytes"]
+        lines += [f"  {name:<32}{size:>16,}" for name, size in self.terms]
+        lines += [f"{name:<34}{size:>16,} bytes" for name, size in
+                  (("parameters", self.parameters), ("gradients", self.gradients),
+                   ("optimizer (Adam: 2 floats each)", self.optimizer), ("total", self.total))]
+        return "\n".join(lines)
+
+
+def parameter_count(cfg: ModelConfig) -> int:
+    """Weights and biases of ``Transformer(cfg)``, a shared embedding counted once."""
+    d, f = cfg.d_model, cfg.d_ff
+    attention = 4 * (d * d + d)  # W_q, W_k, W_v, W_o with their biases
+    norm = 2 * d  # scale and shift
+    ffn = d * f + f + f * d + d
+    encoder = cfg.num_layers * (attention + 2 * norm + ffn) + norm
+    decoder = cfg.num_layers * (2 * attention + 3 * norm + ffn) + norm
+    tables = cfg.src_vocab_size * d + (0 if cfg.share_embeddings else 2 * cfg.tgt_vocab_size * d)
+    return tables + encoder + decoder + cfg.tgt_vocab_size  # + the output head's bias
+
+
+def parameter_tensors(cfg: ModelConfig) -> int:
+    """How many parameter tensors (Adam keeps one step counter for each)."""
+    per_encoder, per_decoder = 8 + 4 + 4, 16 + 6 + 4  # attention(s), norms, FFN: weights and biases
+    tables = 1 if cfg.share_embeddings else 3
+    return tables + 1 + cfg.num_layers * (per_encoder + per_decoder) + 4
+
+
+def _attention_terms(batch: int, heads: int, l_q: int, l_k: int, d_model: int, dropout: bool) -> dict[str, int]:
+    """Saved by one attention call of the written-out path (``scaled_dot_product_attention``): the
+    projections' input, the copies ``@`` makes of the transposed Q, Kᵀ and V, the softmax's weights
+    (and with dropout its noise and the dropped weights, which weights·V keeps), and W_o's input."""
+    rows_q, rows_k = batch * l_q, batch * l_k
+    square = batch * heads * l_q * l_k
+    terms = {
+        "attention input (Q/K/V projections)": FLOAT * rows_q * d_model,  # cross: K/V read the memory, counted once
+        "Q, Kᵀ, V laid out for the matmuls": FLOAT * (rows_q + 2 * rows_k) * d_model,
+        "attention weights [B, H, L_q, L_k]": FLOAT * square * (3 if dropout else 1),
+        "heads merged (W_o input)": FLOAT * rows_q * d_model,
+    }
+    return terms
+
+
+def _add(total: dict[str, int], more: dict[str, int], times: int = 1) -> None:
+    for name, size in more.items():
+        total[name] = total.get(name, 0) + times * size
+
+
+def _norm_terms(rows: int, d_model: int) -> dict[str, int]:
+    """LayerNorm keeps its input and, per token, its mean and 1/std."""
+    return {"LayerNorm inputs, means, 1/std": FLOAT * rows * (d_model + 2)}
+
+
+def _residual_terms(rows: int, d_model: int, dropout: bool) -> dict[str, int]:
+    """Add & Norm: the dropout noise on the sublayer's output (if any), then LayerNorm's own."""
+    terms = _norm_terms(rows, d_model)
+    if dropout:
+        terms["dropout noise (residual, embedding)"] = FLOAT * rows * d_model
+    return terms
+
+
+def _ffn_terms(rows: int, d_model: int, d_ff: int, dropout: bool) -> dict[str, int]:
+    """The FFN keeps its input (for W_1) and ReLU's output [B, L, d_ff] (for ReLU and W_2); with dropout
+    also the noise and the dropped hidden layer W_2 reads."""
+    return {"FFN input": FLOAT * rows * d_model, "FFN hidden [B, L, d_ff]": FLOAT * rows * d_ff * (3 if dropout else 1)}
+
+
+def training_memory(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, smoothing: float = 0.1
+                    ) -> TrainingMemory:
+    """Bytes of one float32 training step of ``Transformer(cfg)`` on [batch, src_len] -> [batch, tgt_len],
+    with labels of their own and ``smoothing`` label smoothing, Adam as the optimizer.
+
+    ``activations`` equals what ``measure_saved`` counts on the real model (tests/test_memory.py).
+    """
+    if not isinstance(cfg, ModelConfig):
+        raise TypeError(f"cfg must be a walkthrough.ModelConfig, got {type(cfg).__name__}")
+    for name, value in (("batch", batch), ("src_len", src_len), ("tgt_len", tgt_len)):
+        check_positive_int(name, value)
+    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0 <= smoothing < 1:
+        raise ValueError(f"smoothing must be a number in [0, 1) (0.1 is usual), got {smoothing!r}")
+    d, f, h, layers, dropout = cfg.d_model, cfg.d_ff, cfg.num_heads, cfg.num_layers, cfg.dropout > 0
+    src_rows, tgt_rows = batch * src_len, batch * tgt_len
+    terms: dict[str, int] = {"token ids (embedding lookups)": LONG * (src_rows + tgt_rows)}
+    if dropout:
+        _add(terms, {"dropout noise (residual, embedding)": FLOAT * (src_rows + tgt_rows) * d})
+    terms["masks (one per stack, shared by its layers)"] = BOOL * (batch * src_len * 2 + batch * tgt_len * tgt_len)
+    encoder_layer: dict[str, int] = {}
+    _add(encoder_layer, _attention_terms(batch, h, src_len, src_len, d, dropout))
+    _add(encoder_layer, _residual_terms(src_rows, d, dropout), 2)
+    _add(encoder_layer, _ffn_terms(src_rows, d, f, dropout))
+    decoder_layer: dict[str, int] = {}
+    _add(decoder_layer, _attention_terms(batch, h, tgt_len, tgt_len, d, dropout))
+    _add(decoder_layer, _attention_terms(batch, h, tgt_len, src_len, d, dropout))
+    _add(decoder_layer, _residual_terms(tgt_rows, d, dropout), 3)
+    _add(decoder_layer, _ffn_terms(tgt_rows, d, f, dropout))
+    _add(terms, encoder_layer, layers)
+    _add(terms, decoder_layer, layers)
+    _add(terms, _norm_terms(src_rows + tgt_rows, d))  # the final LayerNorm of each stack
+    terms["encoder memory (read by every cross-attention)"] = FLOAT * src_rows * d
+    terms["output head input"] = FLOAT * tgt_rows * d
+    terms["loss: log-probabilities [B·L_tgt, V]"] = FLOAT * tgt_rows * cfg.tgt_vocab_size
+    terms["loss: labels, counts"] = LONG * tgt_rows + FLOAT + ((BOOL * tgt_rows + LONG) if smoothing > 0 else 0)
+    parameters = FLOAT * parameter_count(cfg)
+    optimizer = 2 * parameters + FLOAT * parameter_tensors(cfg)
+    return TrainingMemory(sum(terms.values()), parameters, parameters, optimizer, tuple(terms.items()))
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    """One storage autograd kept for the backward pass: the module that saved it, a shape it was saved
+    with (a view may show another shape of the same storage), its dtype and the storage's bytes."""
+
+    where: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    bytes: int
+
+
+@dataclass(frozen=True)
+class SavedTensors:
+    """What one forward pass saved: ``tensors`` in the order they were saved, ``total`` bytes."""
+
+    tensors: tuple[SavedTensor, ...]
+
+    @property
+    def total(self) -> int:
+        return sum(t.bytes for t in self.tensors)
+
+    def by(self, key) -> dict[str, int]:
+        """Bytes grouped by ``key(saved_tensor)``, e.g. ``lambda t: t.where.split(".self_attn")[0]``."""
+        groups: dict[str, int] = {}
+        for t in self.tensors:
+            groups[key(t)] = groups.get(key(t), 0) + t.bytes
+        return groups
+
+
+@contextlib.contextmanager
+def saved_tensors(model: nn.Module) -> Iterator[list[SavedTensor]]:
+    """Collect, while the block runs, every storage autograd saves for the backward pass, each once, the
+    model's parameters left out (they are memory anyway). Tagged with the module path that saved it."""
+    parameters = {id(p.untyped_storage()) for p in model.parameters()}
+    paths = {id(m): name for name, m in model.named_modules() if name}
+    scopes = ["model"]
+    kept: dict[int, torch.UntypedStorage] = {}  # keeps each storage alive, so its id is never reused
+    found: list[SavedTensor] = []
+
+    def enter(module, args):
+        scopes.append(paths.get(id(module), scopes[-1]))
+
+    def leave(module, args, output):
+        scopes.pop()
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if id(storage) not in parameters and id(storage) not in kept:
+            kept[id(storage)] = storage
+            found.append(SavedTensor(scopes[-1], tuple(tensor.shape), tensor.dtype, storage.nbytes()))
+        return tensor
+
+    handles = [nn.modules.module.register_module_forward_pre_hook(enter),
+               nn.modules.module.register_module_forward_hook(leave)]
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            yield found
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def training_batch(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, device: str = "cpu", seed: int = 0
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random (src [B, L_src], decoder input [B, L_tgt], labels [B, L_tgt]) ids, no padding (fixed seed)."""
+    if device == "meta":
+        return tuple(torch.zeros(batch, n, dtype=torch.long, device="meta") for n in (src_len, tgt_len, tgt_len))
+    generator = torch.Generator().manual_seed(seed)
+    src = torch.randint(cfg.pad_id + 1, cfg.src_vocab_size, (batch, src_len), generator=generator)
+    tgt_in = torch.randint(cfg.pad_id + 1, cfg.tgt_vocab_size, (batch, tgt_len), generator=generator)
+    labels = torch.randint(cfg.pad_id + 1, cfg.tgt_vocab_size, (batch, tgt_len), generator=generator)
+    return src, tgt_in, labels
+
+
+def measure_saved(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor, labels: torch.Tensor,
+                  smoothing: float = 0.1) -> tuple[SavedTensors, torch.Tensor]:
+    """Run one training forward pass (train mode) and return (what autograd saved, the loss).
+
+    Works on the meta device too (a model and ids built there): the sizes of the saved tensors are
+    known without any data, so the source articles' sizes cost nothing.
+    """
+    model.train()
+    with saved_tensors(model) as found:
+        loss = sequence_loss(model(src, tgt_in), labels, model.cfg.pad_id, smoothing)
+    return SavedTensors(tuple(found)), loss
+
+
+@contextlib.contextmanager
+def checkpointed(layers: nn.ModuleList) -> Iterator[None]:
+    """Activation checkpointing on each of ``layers`` while the block runs: the forward keeps only each
+    layer's inputs, and the backward runs the layer's forward again to get what it needs
+    (``torch.utils.checkpoint``, non-reentrant). The layers are restored afterwards."""
+    for layer in layers:
+        layer.forward = functools.partial(checkpoint, type(layer).forward.__get__(layer), use_reentrant=False)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer.forward  # the class's forward again
