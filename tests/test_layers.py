@@ -18,10 +18,12 @@ LAYERS = {
     "recording": 0, "config": 0,                 # the hook and the sizes: import nothing of ours
     "masks": 1, "embedding": 1, "loss": 1,       # model parts that need only the bottom
     "attention": 2, "flash": 2,                  # flash: attention in tiles, beside it (imports neither way)
+    "backward": 2,                               # the backward of each step by hand, beside attention
     "layers": 3,
     "model": 4,                                  # the encoder-decoder
     "gpt": 5,                                    # the decoder-only model, built from the same parts
     "trace": 6, "cost": 6,                       # tools that run the model
+    "memory": 6, "gradients": 6,                 # what training saves; the gradient shapes (beside trace)
     "data": 7, "train": 8, "language_model": 9,  # learning, beside the tools (neither imports the other)
     "viz": 10, "quiz": 10,                       # teaching
     "exercises": 11,
@@ -29,7 +31,7 @@ LAYERS = {
     "__init__": 13,
     "__main__": 14,                              # the command line on top
 }
-TOOLS, LEARNING = {"trace", "cost"}, {"data", "train", "language_model"}
+TOOLS, LEARNING = {"trace", "cost", "memory", "gradients"}, {"data", "train", "language_model"}
 
 
 def imports_of(path: Path) -> set[str]:
