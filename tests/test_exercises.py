@@ -112,13 +112,14 @@ WRONG = [
     ("sinusoidal_table", table_with(torch.sin, torch.cos, 1), "the exponent is 2i/d_model"),
     ("sinusoidal_table", lambda max_len, d_model: torch.zeros(d_model, max_len), "You swapped max_len and D"),
     ("split_heads", lambda x, h: x.view(x.size(0), h, x.size(1), -1),
-     "the heads are interleaved: did you view straight to [B, H, L, d_k]?"),
+     "a straight view to [B, H, L, d_k] cuts across tokens"),
     ("split_heads", lambda x, h: x.view(x.size(0), x.size(1), h, -1),
      "You swapped H and L (dims 1 and 2): did you forget a transpose?"),
     ("split_heads", lambda x, h: x.view(x.size(0), x.size(1), -1, h).permute(0, 3, 1, 2),
      "each head takes every H-th feature"),
     ("padding_mask", lambda ids, pad: (ids == pad)[:, None, None, :], "it is inverted: here True = may attend"),
     ("padding_mask", lambda ids, pad: ids != pad, "right values, but shape [B, L]"),
+    ("padding_mask", lambda ids, pad: (ids != pad)[:, None, :], "right values, but shape [B, 1, L]: add the broadcast"),
     ("padding_mask", lambda ids, pad: (ids != pad).long()[:, None, None, :], "dtype torch.int64: a mask is bool"),
     ("padding_mask", lambda ids, pad: (ids != 0)[:, None, None, :], "wrong values"),
     ("causal_mask_blocked", lambda n: torch.ones(n, n, dtype=torch.bool).tril(), "wants True = blocked"),
@@ -154,6 +155,9 @@ WRONG = [
      "you applied a causal mask as if the query were position 0"),
     ("cached_attention_step", lambda q, k, v: (q @ k.transpose(-2, -1)).softmax(-1) @ v, "forgot to divide"),
     ("cached_attention_step", wt.scaled_dot_product_attention, "is a tuple, not a torch tensor: return the tensor"),
+    ("cached_attention_step", lambda q, k, v: scaled_scores(q, k).softmax(-2) @ v,
+     "softmax over the wrong dim (2): each query's weights sum to 1 over the keys"),
+    ("cached_attention_step", lambda q, k, v: scaled_scores(q, k).softmax(1) @ v, "softmax over the wrong dim"),
     ("expand_kv_heads", lambda k, h: k.repeat(1, h // k.size(1), 1, 1), "use repeat_interleave"),
     ("expand_kv_heads", lambda k, h: k.repeat_interleave(h // k.size(1), dim=2), "your result has shape"),
     ("heads_into_batch", lambda x, h: x.transpose(0, 1).reshape(x.size(1) * h, x.size(0), -1), "View x as [L, B·H"),
@@ -193,3 +197,87 @@ def test_bad_requests_are_refused_clearly():
         wt.check_exercise("split_head", lambda x, h: x)
     with pytest.raises(TypeError, match="pass it without calling it"):
         wt.check_exercise("split_heads", torch.zeros(2))
+
+
+# Verdicts that cannot be fooled: the student's function gets its own copies, odd results are named.
+
+def split_then(after):
+    """The right split_heads, with something done to its input x before or after (``after(x, result)``)."""
+    def split_heads(x, h):
+        result = x.view(x.size(0), x.size(1), h, -1).transpose(1, 2).clone()
+        after(x, result)
+        return result
+    return split_heads
+
+
+def doubles_its_input_first(x, h):
+    x.mul_(2)
+    return x.view(x.size(0), x.size(1), h, -1).transpose(1, 2)
+
+
+def adds_one_first(x, h):
+    x.add_(1)
+    return x.transpose(0, 1).reshape(x.size(1), x.size(0), h, -1).transpose(1, 2).reshape(-1, x.size(0), x.size(2) // h)
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("split_heads", doubles_its_input_first),
+    ("heads_into_batch", adds_one_first),
+    ("split_heads", split_then(lambda x, result: x.zero_())),
+])
+def test_a_function_that_changes_its_input_in_place_is_told_so(name, fn, capsys):
+    result = verdict(name, fn, capsys)
+    assert not result and "your function changed its input x in place" in result.message
+
+
+def test_a_teacher_forcing_that_empties_its_input_list_is_told_so(capsys):
+    def empties(targets, sos, eos, pad):
+        answer = wt.teacher_forcing(targets, sos, eos, pad)
+        targets.clear()
+        return answer
+    result = verdict("teacher_forcing", empties, capsys)
+    assert not result and "your function changed its input targets in place" in result.message
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda r: r.to("meta"), "is on the meta device: it has a shape but no values"),
+    (lambda r: r.to_sparse(), "is a sparse tensor (torch.sparse_coo): return a dense one"),
+    (lambda r: r.to(torch.complex64), "is complex (torch.complex64)"),
+    (lambda r: r.to(torch.complex64) + 1j, "is complex (torch.complex64)"),
+])
+def test_odd_results_get_a_verdict_not_a_traceback(make, message, capsys):
+    right = solution("split_heads")
+    result = verdict("split_heads", lambda x, h: make(right(x, h)), capsys)
+    assert not result and message in result.message
+
+
+def test_a_tensor_subclass_cannot_fake_equality(capsys):
+    class AlwaysClose(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func in (torch.allclose, torch.Tensor.allclose, torch.equal):
+                return True
+            return super().__torch_function__(func, types, args, kwargs or {})
+    wrong = lambda x, h: torch.zeros(x.size(0), h, x.size(1), x.size(2) // h).as_subclass(AlwaysClose)  # noqa: E731
+    result = verdict("split_heads", wrong, capsys)
+    assert not result and "wrong values" in result.message
+
+
+def test_the_default_dtype_set_inside_a_function_does_not_leak_out(capsys):
+    right = solution("split_heads")
+
+    def sets_float64(x, h):
+        torch.set_default_dtype(torch.float64)
+        return right(x, h)
+    assert verdict("split_heads", sets_float64, capsys)
+    assert torch.get_default_dtype() == torch.float32
+
+
+@pytest.mark.parametrize("name,seed,error,message", [
+    (["split_heads"], 0, TypeError, r"name must be the exercise's name as a string, e.g. 'split_heads', got a list"),
+    ("split_heads", "abc", TypeError, r"seed must be a whole number such as 0, got 'abc'"),
+    ("split_heads", -1, ValueError, r"seed must be 0 or more, got -1"),
+])
+def test_a_bad_name_or_seed_is_refused_clearly(name, seed, error, message):
+    with pytest.raises(error, match=message):
+        wt.check_exercise(name, lambda x, h: x, seed=seed)

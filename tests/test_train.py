@@ -1,3 +1,5 @@
+import dataclasses
+import math
 import os
 import signal
 from pathlib import Path
@@ -7,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import walkthrough as wt
-from walkthrough import train
+from walkthrough import train, training
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = wt.TrainSettings(d_model=32, d_ff=64, batch_size=16, steps=30, warmup=5)
@@ -33,11 +35,11 @@ def test_smoothing_floor_is_the_loss_of_predicting_the_smoothed_target():
     target = torch.full((2, 3, vocab), smoothing / vocab)  # [B, L, V]: the smoothed distribution
     target.scatter_(-1, labels.unsqueeze(-1), 1 - smoothing + smoothing / vocab)
     loss = wt.sequence_loss(target.log(), labels, pad_id=0, smoothing=smoothing)  # logits = log of that target
-    assert train.smoothing_floor(smoothing, vocab) == pytest.approx(loss.item(), abs=1e-6)
-    assert train.smoothing_floor(smoothing, vocab) == pytest.approx(0.661, abs=1e-3)
+    assert training.smoothing_floor(smoothing, vocab) == pytest.approx(loss.item(), abs=1e-6)
+    assert training.smoothing_floor(smoothing, vocab) == pytest.approx(0.661, abs=1e-3)
     worse = wt.sequence_loss(target.log() + torch.randn(2, 3, vocab), labels, pad_id=0, smoothing=smoothing)
     assert worse > loss
-    assert train.smoothing_floor(0.0, vocab) == 0.0
+    assert training.smoothing_floor(0.0, vocab) == 0.0
 
 
 def test_schedule_rises_then_falls_to_zero():
@@ -261,7 +263,7 @@ def test_the_loop_trains_any_model_with_its_own_batch_and_loss():
         x, y = batch
         return F.mse_loss(model(x), y)
 
-    loop = train.TrainingLoop(model, batch, loss, steps=200, warmup=10, peak_lr=0.05,
+    loop = training.TrainingLoop(model, batch, loss, steps=200, warmup=10, peak_lr=0.05,
                               score=lambda: -F.mse_loss(model.weight, true_weights).item(), score_name="-error")
     report = loop.run(progress=False, evaluate=True)
     assert report.end_step == 200 and _history_agrees(loop)
@@ -282,3 +284,47 @@ def test_greedy_decode_stops_finished_rows(small_cfg):
     for row in out.tolist():
         if 2 in row:
             assert all(t == 0 for t in row[row.index(2) + 1:])
+
+
+def test_train_settings_warm_up_follows_the_steps():
+    assert wt.TrainSettings().warmup == 150 and wt.TrainSettings(steps=5).warmup == 1
+    assert wt.TrainSettings(steps=20).warmup == 3 == wt.GPTSettings(steps=20).warmup
+    assert wt.TrainSettings(steps=5, warmup=0).warmup == 0, "an explicit warm-up is kept"
+    trainer = wt.Trainer(wt.TrainSettings(d_model=32, d_ff=64, batch_size=8, steps=5))
+    assert trainer.run(progress=False).end_step == 5
+
+
+def test_a_diverging_run_stops_at_the_first_non_finite_loss_and_names_peak_lr():
+    trainer = wt.Trainer(dataclasses.replace(TINY, peak_lr=1e6))
+    with pytest.raises(ValueError, match=r"the loss at step \d+ is (nan|inf) \(not finite\): training diverged.*"
+                                         r"lower peak_lr \(e\.g\. 100000\)"):
+        trainer.run(progress=False)
+    assert 0 < trainer.step < TINY.steps and _history_agrees(trainer)
+    assert all(math.isfinite(loss) for loss in trainer.losses), "no NaN is recorded"
+
+
+def test_a_loss_with_every_label_pad_says_there_is_nothing_to_score():
+    with pytest.raises(ValueError, match=r"every label is PAD \(pad_id=0\): there is nothing to score"):
+        wt.sequence_loss(torch.randn(2, 3, 7), torch.zeros(2, 3, dtype=torch.long), pad_id=0)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: wt.GPTTrainer(threads=10**6),
+    lambda: training.TrainingLoop(torch.nn.Linear(2, 1), None, None, steps=5, warmup=1, peak_lr=0.1, threads=10**6),
+    lambda: training.torch_threads(10**6).__enter__(),
+])
+def test_more_threads_than_cores_are_refused_before_any_work(make):
+    threads = torch.get_num_threads()
+    with pytest.raises(ValueError, match=r"threads=1000000 is more than the \d+ CPU cores this process may use"):
+        make()
+    assert torch.get_num_threads() == threads
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: wt.GPTSettings(batch_size=10**8), "batch_size must be at most 4,096, got 100,000,000"),
+    (lambda: wt.GPTTrainer(wt.GPTSettings(batch_size=10**8)), "batch_size must be at most 4,096"),
+    (lambda: wt.held_out_pairs(10**8), "count must be at most 10,000 held-out examples, got 100,000,000"),
+])
+def test_sizes_that_would_hang_are_refused_with_a_bound(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()

@@ -48,10 +48,9 @@ from .train import (
     held_out_pairs,
     load_checkpoint,
     save_checkpoint,
-    teacher_forcing,
     translate,
-    warmup_lr,
 )
+from .training import teacher_forcing, warmup_lr
 
 __all__ = [
     "GPT",

@@ -12,6 +12,8 @@ the typical mistakes (what a wrong solution would return, and the hint for it) a
 
 from __future__ import annotations
 
+import copy
+import inspect
 import math
 import random
 from collections.abc import Callable
@@ -29,7 +31,7 @@ from .layers import AddNorm
 from .loss import sequence_loss
 from .masks import causal_mask, padding_mask, to_blocked
 from .quiz import Question
-from .train import teacher_forcing
+from .training import teacher_forcing
 
 NOT_YET = "not yet: write the function above, then run this cell again."
 
@@ -78,16 +80,71 @@ class Inputs:
 
 
 def call(fn: Callable, *args):
-    """The student's result; a stub (NotImplementedError, None, ...) is "not yet", a crash is explained."""
+    """The student's result; a stub (NotImplementedError, None, ...) is "not yet", a crash is explained.
+
+    ``fn`` gets its own copies of ``args``, so the answer the package computes from them is never
+    changed by it, and a change it makes to its input in place is named. What it changes of torch's
+    global settings (default dtype, grad mode, random state) is put back.
+    """
+    given = copy.deepcopy(args)
+    dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
     try:
-        result = fn(*args)
+        with torch.random.fork_rng(devices=[]):
+            result = fn(*given)
     except NotImplementedError as err:
         raise NotYet from err
     except Exception as err:  # the student's bug, reported in words rather than a traceback
         raise Wrong(f"your function raised {type(err).__name__}: {err}") from err
+    finally:
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
     if result is None or result is Ellipsis:
         raise NotYet
+    changed = [i for i, (before, after) in enumerate(zip(args, given)) if not unchanged(before, after)]
+    if changed:
+        raise Wrong(f"your function changed its input {argument_name(fn, changed[0])} in place (an op ending in "
+                    f"_ such as mul_, or +=, .clear(), ...). Its caller still needs it: compute a new tensor "
+                    f"(x * 2, not x.mul_(2)) and leave the input as it came.")
     return result
+
+
+def unchanged(before, after) -> bool:
+    """Whether a (copied) input still equals the original: tensors bit for bit, lists item by item."""
+    if isinstance(before, torch.Tensor):
+        return (isinstance(after, torch.Tensor) and after.shape == before.shape and after.dtype == before.dtype
+                and torch.equal(after, before))
+    if isinstance(before, (list, tuple)):
+        return (type(after) is type(before) and len(after) == len(before)
+                and all(unchanged(b, a) for b, a in zip(before, after)))
+    return after == before
+
+
+def argument_name(fn: Callable, position: int) -> str:
+    """The name the student gave their function's argument at ``position`` (or 'argument 2' if unnamed)."""
+    try:
+        names = [p.name for p in inspect.signature(fn).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):  # a builtin without a signature
+        names = []
+    return names[position] if position < len(names) else f"argument {position + 1}"
+
+
+def real_tensor(result, what: str) -> torch.Tensor:
+    """The result as a plain dense real CPU tensor, or Wrong naming why it is not one."""
+    if not isinstance(result, torch.Tensor):
+        extra = ": return the tensor alone" if isinstance(result, tuple) else ""
+        raise Wrong(f"{what} is a {type(result).__name__}, not a torch tensor{extra}.")
+    with torch._C.DisableTorchFunctionSubclass():  # a subclass's own __torch_function__ must not judge itself
+        if result.is_meta:
+            raise Wrong(f"{what} is on the meta device: it has a shape but no values. Compute it from the "
+                        f"inputs (without device='meta').")
+        if result.layout != torch.strided:
+            raise Wrong(f"{what} is a sparse tensor ({result.layout}): return a dense one (.to_dense()).")
+        if result.is_complex():
+            raise Wrong(f"{what} is complex ({result.dtype}): the answer is real; keep to real operations.")
+        if result.is_quantized or result.device.type != "cpu":
+            raise Wrong(f"{what} is a {result.dtype} tensor on {result.device}: return a plain CPU tensor.")
+        return torch.Tensor.as_subclass(result, torch.Tensor)
 
 
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -106,9 +163,7 @@ def check_tensor(result, expected: torch.Tensor, dims: str, mistakes: dict[str, 
 
     ``mistakes`` maps a hint to what a solution with that mistake returns for the same inputs.
     """
-    if not isinstance(result, torch.Tensor):
-        extra = ": return the tensor alone" if isinstance(result, tuple) else ""
-        raise Wrong(f"{what} is a {type(result).__name__}, not a torch tensor{extra}.")
+    result = real_tensor(result, what)
     for hint, wrong in (mistakes or {}).items():
         if same(result, wrong) and not same(wrong, expected):  # a "mistake" that happens to be right is none
             raise Wrong(f"{what}: {hint}")
@@ -169,8 +224,9 @@ def check_split_heads(fn, inputs):
         x = inputs.randn(batch, length, heads * d_k)  # [B, L, D]
         expected = MultiHeadAttention(heads * d_k, heads).split_heads(x, "x")  # [B, H, L, d_k]
         mistakes = {
-            "the heads are interleaved: did you view straight to [B, H, L, d_k]? "
-            "View to [B, L, H, d_k] first, then transpose(1, 2).": x.view(batch, heads, length, d_k),
+            "a straight view to [B, H, L, d_k] cuts across tokens: the shape is right, but each 'head' holds "
+            "pieces of several tokens. View to [B, L, H, d_k] first, then transpose(1, 2).":
+                x.view(batch, heads, length, d_k),
             "each head takes every H-th feature: head h is the block of features h·d_k .. (h+1)·d_k - 1, "
             "so view to [B, L, H, d_k] (H before d_k).": x.view(batch, length, d_k, heads).permute(0, 3, 1, 2),
         }
@@ -189,8 +245,9 @@ def check_padding_mask(fn, inputs):
         mistakes = {
             "it is inverted: here True = may attend (a real token), so PAD positions are False. "
             "(nn.MultiheadAttention's key_padding_mask is the other way round.)": ~expected,
-            "right values, but shape [B, L]: add the two broadcast dims, mask[:, None, None, :], so it fits "
-            "the scores [B, H, L_q, L_k].": expected.view(batch, length),
+            **{f"right values, but shape {shape}: add the broadcast dims so it is [B, 1, 1, L] "
+               f"(mask[:, None, None, :] from [B, L]), to fit the scores [B, H, L_q, L_k].": expected.view(sizes)
+               for shape, sizes in (("[B, L]", (batch, length)), ("[B, 1, L]", (batch, 1, length)))},
         }
         check_tensor(call(fn, ids, pad_id), expected, "B 1 1 L_k", mistakes,
                      f"for ids {list(ids.shape)} with pad_id={pad_id}, your mask")
@@ -332,12 +389,15 @@ def check_cached_attention_step(fn, inputs):
         q = inputs.randn(batch, heads, 1, d_k)
         k, v = inputs.randn(batch, heads, cached, d_k), inputs.randn(batch, heads, cached, d_k)
         expected, _ = scaled_dot_product_attention(q, k, v)  # [B, H, 1, d_k]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # [B, H, 1, t]
         mistakes = {
             "you applied a causal mask as if the query were position 0; a cached step's query is the newest "
             "position and may see every cached key: no mask. (F.scaled_dot_product_attention's is_causal=True "
             "does this for a one-row query: it aligns the mask top-left.)":
                 scaled_dot_product_attention(q, k, v, causal_mask(cached)[:1])[0],
             "you forgot to divide the scores by √d_k.": (q @ k.transpose(-2, -1)).softmax(-1) @ v,
+            **{f"softmax over the wrong dim ({dim}): each query's weights sum to 1 over the keys, the last "
+               f"dim of the scores [B, H, 1, t]: softmax(dim=-1).": scores.softmax(dim) @ v for dim in (1, 2)},
         }
         check_tensor(call(fn, q, k, v), expected, "B H L_q d_k", mistakes,
                      f"for q {list(q.shape)} and a cache of t={cached}, your context")
@@ -413,10 +473,20 @@ def check_online_softmax_step(fn, inputs):
 def check_exercise(name: str, fn: Callable, seed: int = 0) -> ExerciseResult:
     """Run the student's ``fn`` for exercise ``name`` on random sizes, print what is wrong (or that it is right).
 
-    Returns an ExerciseResult, true when every size passed. ``name`` is one of ``EXERCISES``.
+    Returns an ExerciseResult, true when every size passed. ``name`` is one of ``EXERCISES``; ``seed``
+    picks the sizes. ``fn`` works on copies of the inputs; changing them in place is named as a mistake.
+    A function that never returns keeps the cell running: interrupt it (the stop button, a
+    KeyboardInterrupt), which stops the check and leaves torch's settings as they were.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be the exercise's name as a string, e.g. 'split_heads', got a "
+                        f"{type(name).__name__}; the exercises are: {', '.join(EXERCISES)}")
     if name not in EXERCISES:
         raise ValueError(f"no exercise named {name!r}; the exercises are: {', '.join(EXERCISES)}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be a whole number such as 0, got {seed!r}")
+    if seed < 0:
+        raise ValueError(f"seed must be 0 or more, got {seed}")
     if not callable(fn):
         raise TypeError(f"fn must be your function (pass it without calling it), got {type(fn).__name__}")
     try:

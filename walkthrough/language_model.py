@@ -4,7 +4,7 @@ The encoder-decoder reads 三百零五 with its encoder and writes "three hundre
 A decoder-only model (仅解码器) gets one sequence instead, ``三 百 零 五 <sep> three hundred five <eos>``,
 and learns to continue it: the prompt is the Chinese numeral and a separator, the answer is the English
 words and an end token. The loss counts the answer tokens only: predicting the prompt (a random number)
-is not the task. Training runs on ``TrainingLoop`` (train.py); this module supplies the data, the loss,
+is not the task. Training runs on ``TrainingLoop`` (training.py); this module supplies the data, the loss,
 the score and the checkpoint format.
 """
 
@@ -15,22 +15,22 @@ from pathlib import Path
 
 import torch
 
+from .checkpoints import (
+    GPT_CHECKPOINT_FORMAT,
+    check_checkpoint_path,
+    read_checkpoint,
+    restore,
+    settings_from,
+    write_checkpoint,
+)
 from .config import GPTConfig
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
 from .gpt import GPT, greedy_generate
 from .loss import sequence_loss
-from .train import (
-    TrainingLoop,
-    TrainSettings,
-    check_checkpoint_path,
-    check_texts,
-    held_out_pairs,
-    read_checkpoint,
-    torch_threads,
-)
+from .train import TrainSettings, check_texts, held_out_pairs
+from .training import TrainingLoop, check_threads, torch_threads
 
 SEPARATOR = "<sep>"
-GPT_CHECKPOINT_FORMAT = "walkthrough-gpt-checkpoint-1"
 MAX_LEN = 32  # the longest example, 15 Chinese characters + <sep> + 12 English words + <eos>, is 29 tokens
 
 
@@ -108,6 +108,7 @@ class GPTTrainer(TrainingLoop):
     def __init__(self, settings: GPTSettings = GPTSettings(), threads: int = 1):
         if not isinstance(settings, GPTSettings):
             raise TypeError(f"settings must be a walkthrough.GPTSettings, got {type(settings).__name__}")
+        check_threads(threads)  # before the model is built
         self.settings = settings
         self.vocab = numeral_lm_vocab()
         torch.manual_seed(settings.seed)
@@ -165,17 +166,23 @@ def complete(model: GPT, texts: list[str], vocab: Vocab) -> list[str]:
 
 
 def save_gpt_checkpoint(trainer: GPTTrainer, path: str | Path, optimizer: bool = True) -> None:
-    """Weights, history, step, settings and vocabulary (and, with ``optimizer``, what a resume needs)."""
+    """Weights (with their digest), history, step, settings and vocabulary (and, with ``optimizer``, what a
+    resume needs)."""
+    if not isinstance(trainer, GPTTrainer):
+        raise TypeError(f"save_gpt_checkpoint saves a walkthrough.GPTTrainer, got {type(trainer).__name__}; "
+                        f"a Trainer (the encoder-decoder) is saved with save_checkpoint")
     path = check_checkpoint_path(path, for_writing=True)
-    torch.save({"format": GPT_CHECKPOINT_FORMAT, "settings": asdict(trainer.settings), "itos": trainer.vocab.itos,
-                **trainer.state_dict(optimizer)}, path)
+    write_checkpoint(path, GPT_CHECKPOINT_FORMAT, {"settings": asdict(trainer.settings), "itos": trainer.vocab.itos,
+                                                   **trainer.state_dict(optimizer)})
 
 
 def load_gpt_checkpoint(path: str | Path) -> GPTTrainer:
-    """Rebuild a GPTTrainer from ``save_gpt_checkpoint``'s file (read as plain data: no code from it runs)."""
+    """Rebuild a GPTTrainer from ``save_gpt_checkpoint``'s file, checked whole first (read as plain data: no
+    code from it runs)."""
     state = read_checkpoint(path, GPT_CHECKPOINT_FORMAT)
-    trainer = GPTTrainer(GPTSettings(**state["settings"]))
+    path = Path(path)
+    trainer = GPTTrainer(settings_from(state, GPTSettings, path))
     if state["itos"] != trainer.vocab.itos:
         raise ValueError(f"{path} was trained with another vocabulary than this task's; retrain it")
-    trainer.load_state_dict(state)
+    restore(trainer, state, path)
     return trainer

@@ -21,6 +21,9 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int, smoot
                          f"{list(labels.shape)} (labels are ids, not one-hot)")
     if not 0 <= smoothing < 1:
         raise ValueError(f"smoothing must be in [0, 1) (0.1 is usual), got {smoothing}")
+    if labels.device.type != "meta" and not (labels != pad_id).any():  # the mean over no tokens would be NaN
+        raise ValueError(f"every label is PAD (pad_id={pad_id}): there is nothing to score; pass labels with at "
+                         f"least one real token (or the right pad_id)")
     record("labels", labels)
     flat_logits = logits.reshape(-1, logits.size(-1))  # [B·L, V]
     record("logits_flat", flat_logits)

@@ -1,0 +1,132 @@
+"""The checkpoint file: its format, its path check, the digest of its weights, and reading it back as plain data.
+
+A checkpoint is a dict written by ``torch.save``: a ``format`` naming its kind, the settings, the
+training history, the weights (``model``) and ``weights_sha256``, a digest of the weights as stored.
+Reading checks all of it before a trainer is built: a damaged, altered or mixed-up file gets a message
+that says so, never a model that silently scores 0. Saving and loading a trainer stay with its task
+(``save_checkpoint`` in train.py, ``save_gpt_checkpoint`` in language_model.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import pickle
+import zipfile
+from pathlib import Path
+
+import torch
+
+CHECKPOINT_FORMAT = "walkthrough-checkpoint-2"
+GPT_CHECKPOINT_FORMAT = "walkthrough-gpt-checkpoint-2"
+# Each kind: what it holds, the functions that save and load it, and the keys its file must have.
+KINDS = {
+    CHECKPOINT_FORMAT: ("an encoder-decoder Trainer (notebook 07)", "save_checkpoint", "load_checkpoint",
+                        ("pairs", "src_itos", "tgt_itos")),
+    GPT_CHECKPOINT_FORMAT: ("a GPTTrainer (notebook 09)", "save_gpt_checkpoint", "load_gpt_checkpoint", ("itos",)),
+}
+COMMON_KEYS = ("settings", "step", "losses", "lrs", "schedule", "model", "weights_sha256")
+
+
+def check_checkpoint_path(path, for_writing: bool, name: str = "path") -> Path:
+    """A checkpoint path, checked before any work: a file name in a folder that exists (``name`` is for messages)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a file path (a str or pathlib.Path) such as 'numerals.pt', "
+                        f"got {path!r} ({type(path).__name__})")
+    if not str(path).strip():
+        raise ValueError(f"{name} is empty: give a file name such as 'numerals.pt'")
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{name} {path} is a folder, not a file: add a file name, e.g. {path / 'numerals.pt'}")
+    if for_writing:
+        folder = path.parent
+        if not folder.is_dir():
+            raise ValueError(f"{name} {path}: the folder {folder} does not exist; create it first "
+                             f"(mkdir -p {folder}) or save somewhere else")
+        if not os.access(folder, os.W_OK):
+            raise ValueError(f"{name} {path}: the folder {folder} is not writable; save somewhere else")
+    elif not path.exists():
+        raise ValueError(f"no checkpoint at {path}; train and save_checkpoint first")
+    return path
+
+
+def weights_digest(weights: dict[str, torch.Tensor]) -> str:
+    """SHA-256 over every weight as stored: names in sorted order, each with its dtype, shape and bytes."""
+    digest = hashlib.sha256()
+    for name in sorted(weights):
+        tensor = weights[name].detach().cpu().contiguous()
+        digest.update(f"{name}|{tensor.dtype}|{list(tensor.shape)}|".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def write_checkpoint(path: Path, kind: str, payload: dict) -> None:
+    """Save ``payload`` (settings, history, ``model`` weights, ...) as a checkpoint of ``kind``, with its digest."""
+    torch.save({"format": kind, **payload, "weights_sha256": weights_digest(payload["model"])}, path)
+
+
+def read_checkpoint(path: str | Path, kind: str = CHECKPOINT_FORMAT) -> dict:
+    """Read a checkpoint of ``kind`` as plain data (``torch.load(weights_only=True)``: no code from the file runs),
+    and check it whole: its kind, its keys, the digest of its weights, and that every weight is finite."""
+    path = check_checkpoint_path(path, for_writing=False)
+    _, save_name, load_name, kind_keys = KINDS[kind]
+    with open(path, "rb") as file:
+        magic = file.read(4)
+    if magic != b"PK\x03\x04":  # torch.save writes a zip archive
+        raise ValueError(f"{path} is not a checkpoint (not a file torch.save wrote: it may be text or another "
+                         f"format); pass the .pt file that {save_name} wrote")
+    try:
+        state = torch.load(path, weights_only=True)
+    except (RuntimeError, KeyError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile, OSError) as err:
+        raise ValueError(f"{path} is not a readable checkpoint (damaged, or not made by {save_name}): "
+                         f"{type(err).__name__}; save it again") from None
+    found = state.get("format") if isinstance(state, dict) else None
+    if found != kind:
+        if found in KINDS:
+            what, _, right_loader, _ = KINDS[found]
+            raise ValueError(f"{path} holds {what}, not {KINDS[kind][0]}: load it with {right_loader}")
+        if isinstance(found, str) and found.startswith("walkthrough-"):
+            raise ValueError(f"{path} was saved by an earlier version of walkthrough ({found}), without a digest "
+                             f"of its weights: train and {save_name} again")
+        raise ValueError(f"{path} is a torch file but not a walkthrough checkpoint; save one with {save_name}")
+    missing = [key for key in COMMON_KEYS + kind_keys if key not in state]
+    if missing or not isinstance(state["model"], dict):
+        raise ValueError(f"{path} lacks {', '.join(missing) or 'its weights'}: it was altered or not written by "
+                         f"{save_name}; save it again")
+    if weights_digest(state["model"]) != state["weights_sha256"]:
+        raise ValueError(f"{path} is damaged: its weights do not match the digest stored with them (bytes changed "
+                         f"on disk or in a copy); {load_name} refuses it. Copy it again or re-make it")
+    not_finite = [name for name, tensor in state["model"].items()
+                  if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
+    if not_finite:
+        raise ValueError(f"{path} holds NaN or infinite weights ({not_finite[0]}, {len(not_finite)} tensors in "
+                         f"all): the training that saved it diverged. Train again with a lower peak_lr")
+    return state
+
+
+def settings_from(state: dict, settings_type: type, path: Path):
+    """The stored settings as ``settings_type``, with a message naming what does not fit (not a KeyError)."""
+    stored, known = state["settings"], {field.name for field in dataclasses.fields(settings_type)}
+    if not isinstance(stored, dict):
+        raise ValueError(f"{path}: its settings are not a dict of {settings_type.__name__}'s fields; save it again")
+    unknown, missing = sorted(set(stored) - known), sorted(known - set(stored))
+    if unknown or missing:
+        detail = "; ".join(part for part in (unknown and f"unknown {', '.join(unknown)}",
+                                              missing and f"missing {', '.join(missing)}") if part)
+        raise ValueError(f"{path}: its settings do not fit {settings_type.__name__} ({detail}); "
+                         f"the file was altered or made by another version: save it again")
+    try:
+        return settings_type(**stored)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path}: its settings are not valid ({err}); save it again") from None
+
+
+def restore(loop, state: dict, path: Path) -> None:
+    """Load ``state`` into a freshly built training loop; weights that do not fit its settings get our message."""
+    try:
+        loop.load_state_dict(state)
+    except RuntimeError as err:  # torch's load_state_dict: missing or unexpected keys, other shapes
+        reasons = [line.strip() for line in str(err).splitlines()[1:] if line.strip()]
+        raise ValueError(f"{path}: its weights do not fit the settings stored with them "
+                         f"({reasons[0] if reasons else err}); the file was altered: save it again") from None
