@@ -87,16 +87,16 @@ def test_the_two_kinds_mixed_up_name_the_right_function():
 def test_saving_with_the_other_kinds_function_names_the_right_one(tmp_path):
     with pytest.raises(TypeError, match="got GPTTrainer; a GPTTrainer is saved with save_gpt_checkpoint"):
         wt.save_checkpoint(wt.GPTTrainer(TINY_GPT), tmp_path / "x.pt")
-    with pytest.raises(TypeError, match="got Trainer; a Trainer .* is saved with save_checkpoint"):
+    with pytest.raises(TypeError, match=r"got Trainer; a Trainer .* is saved with save_checkpoint"):
         wt.save_gpt_checkpoint(wt.Trainer(TINY), tmp_path / "x.pt")
     assert not (tmp_path / "x.pt").exists()
 
 
 def test_a_trainer_refuses_the_language_models_settings():
-    with pytest.raises(TypeError, match="settings must be a walkthrough.TrainSettings, got GPTSettings; "
-                                        "GPTSettings go to GPTTrainer"):
+    with pytest.raises(TypeError, match=r"settings must be a walkthrough\.TrainSettings, got GPTSettings; "
+                                        r"GPTSettings go to GPTTrainer"):
         wt.Trainer(wt.GPTSettings(num_kv_heads=1))
-    with pytest.raises(TypeError, match="settings must be a walkthrough.GPTSettings, got TrainSettings"):
+    with pytest.raises(TypeError, match=r"settings must be a walkthrough\.GPTSettings, got TrainSettings"):
         wt.GPTTrainer(wt.TrainSettings())
 
 

@@ -1,6 +1,7 @@
 """Predict-the-shape questions: the parser reads every usual way of writing a shape, refuses what is
 not one, and the feedback names the wrong dim; the widget checks, reveals, and folds for slides."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -135,3 +136,38 @@ def test_without_widgets_the_question_is_a_fold():
 def test_a_batch_of_one_reads_as_one_sentence():
     correct, feedback = wt.check_shape_answer("[1, 3, 512]", (1, 3, 512), "B L D")
     assert correct and "B = 1 sentence," in feedback and "L = 3 tokens" in feedback
+
+
+@pytest.mark.parametrize("text", ["32，8，10，64", "３２，８，１０，６４", "32、8、10、64", "[３２, ８, １０, ６４]",
+                                  "（32，8，10，64）", "［32，8，10，64］", "32　8　10　64", "３２×８×１０×６４"])
+def test_what_a_chinese_keyboard_types_is_accepted(text):
+    assert check_shape_answer(text, SPLIT, "B H L d_k")[0]
+
+
+@pytest.mark.parametrize("text,message", [
+    ("0x20", "'0x20' is a hexadecimal number, not a shape"),
+    ("10**2", "'10**2' is a power (arithmetic), not a shape: type the size itself"),
+    ("[32, 2**3, 10, 64]", "'2**3' is a power (arithmetic), not a shape"),
+    ("9" * 5000, "is not a size: 5000 digits"),
+])
+def test_numbers_that_are_not_sizes_are_refused_with_our_message(text, message):
+    correct, feedback = check_shape_answer(text, SPLIT, "B H L d_k")
+    assert not correct and message in feedback and "limit" not in feedback
+
+
+@pytest.mark.parametrize("expected", [
+    (np.int64(32), np.int64(8), np.int64(10), np.int64(64)),
+    [torch.tensor(32), torch.tensor(8), torch.tensor(10), torch.tensor(64)],
+    tuple(torch.tensor([32, 8, 10, 64])),
+])
+def test_expected_sizes_from_numpy_or_tensors_are_whole_sizes(expected):
+    assert check_shape_answer("[32, 8, 10, 64]", expected, "B H L d_k") == check_shape_answer(
+        "[32, 8, 10, 64]", SPLIT, "B H L d_k")
+    assert check_shape_answer("[32, 10, 8, 64]", expected, "B H L d_k")[1].startswith("You swapped H and L")
+
+
+@pytest.mark.parametrize("expected", [(np.float64(32.0), 8), (torch.tensor(2.5), 3), (torch.tensor(True), 3),
+                                      (np.bool_(True), 3), (True, 3)])
+def test_expected_sizes_that_are_not_whole_are_still_refused(expected):
+    with pytest.raises(ValueError, match="whole sizes"):
+        check_shape_answer("[1, 3]", expected)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import html
 import math
+import operator
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -30,6 +32,7 @@ MEANINGS = {
     "t": "cached positions",
 }
 EXAMPLE = "[2, 3, 4]"  # an example of the format that gives nothing away
+MAX_DIGITS = 19  # a tensor dim is below 2**63: 19 digits at most
 
 
 def counted(size: int, noun: str) -> str:
@@ -56,8 +59,10 @@ class Question:
             shape, own_names = tuple(expected), None
         else:
             raise TypeError(f"expected must be a torch.Size, a tuple or a traced Row, got {type(expected).__name__}")
-        if not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0 for size in shape):
+        sizes_found = [whole_size(size) for size in shape]
+        if None in sizes_found:
             raise ValueError(f"expected must hold whole sizes >= 0, got {list(shape)}")
+        shape = tuple(sizes_found)
         sizes = dict(dims) if isinstance(dims, Mapping) else {}
         if isinstance(dims, str):
             names = dims.split()
@@ -122,6 +127,17 @@ class Question:
         return message + (f", which is {' or '.join(others)}" if others else "")
 
 
+def whole_size(size) -> int | None:
+    """A size as a plain int (numpy and 0-d tensor integers included), or None when it is not a whole size >= 0."""
+    if isinstance(size, bool) or (isinstance(size, torch.Tensor) and (size.dim() or size.dtype == torch.bool)):
+        return None
+    try:
+        value = operator.index(size)  # int, np.int64, an integer 0-d tensor; not a float, not np.bool_
+    except TypeError:
+        return None
+    return value if value >= 0 else None
+
+
 def names_from_sizes(shape: tuple[int, ...], sizes: Mapping[str, int]) -> list[str | None]:
     """Name each dim after the size it has (the first name not used yet wins: [L_q, L_k] for [10, 10])."""
     names: list[str | None] = []
@@ -135,22 +151,35 @@ def names_from_sizes(shape: tuple[int, ...], sizes: Mapping[str, int]) -> list[s
 def parse_shape(text) -> tuple[int, ...]:
     """'[32, 8, 10, 64]', '(32,8,10,64)', '32x8x10x64', '32 × 8', '32 8', 'torch.Size([32, 8])' -> a tuple.
 
+    What a Chinese keyboard types reads the same: full-width digits and brackets, '，' and '、'.
+
     Raises ValueError with a message for the student when the text is not a shape.
     """
     if isinstance(text, (torch.Size, tuple, list)):
         text = str(list(text))
     if not isinstance(text, str):
         raise TypeError(f"text must be a string such as '{EXAMPLE}', got {type(text).__name__}")
-    body = text.strip()
+    body = unicodedata.normalize("NFKC", text).strip()  # a Chinese keyboard's ３２，（） become 32,()
     if not body:
         raise ValueError(f"Type a shape first, for example {EXAMPLE}.")
+    hexadecimal = re.search(r"\b0x[0-9a-f]+\b", body, re.I)
+    if hexadecimal:
+        raise ValueError(f"'{hexadecimal[0]}' is a hexadecimal number, not a shape: type the sizes in decimal, "
+                         f"separated by commas, for example {EXAMPLE}.")
+    power = re.search(r"\d+\s*\*\*\s*\d+", body)
+    if power:
+        raise ValueError(f"'{power[0]}' is a power (arithmetic), not a shape: type the size itself, a whole number.")
     wrapped = re.fullmatch(r"torch\.Size\((.*)\)", body, re.S)
     body = wrapped[1].strip() if wrapped else body
     if body[:1] + body[-1:] in ("[]", "()"):
         body = body[1:-1]
     sizes = []
-    for token in (part for part in re.split(r"[\s,×*xX]+", body) if part):
+    for token in (part for part in re.split(r"[\s,、×*xX]+", body) if part):
         if re.fullmatch(r"\+?\d+", token):
+            digits = len(token.lstrip("+0"))
+            if digits > MAX_DIGITS:
+                raise ValueError(f"{token[:10]}… is not a size: {digits} digits; a tensor dim has at most "
+                                 f"{MAX_DIGITS} (it is below 2**63).")
             sizes.append(int(token))
         elif re.fullmatch(r"-\d+", token):
             raise ValueError(f"{token} is not a size: a dim counts entries, so it is 0 or more.")
