@@ -1,0 +1,274 @@
+"""Notebook 15's whole-model check: it accepts the solution printed in docs/solutions.md (taken from that file, not
+copied here), says "not yet" to the notebook's own stubs, and names the first block that differs for the typical
+slips, each made here by changing one piece of that solution."""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+import walkthrough as wt
+from walkthrough.model_check import ROOT as MODEL
+
+REPO = Path(__file__).resolve().parents[1]
+SOLUTION = re.search(r"^## 15\n\n```python\n(.*?)^```", (REPO / "docs" / "solutions.md").read_text(), re.S | re.M)[1]
+NOTEBOOK = REPO / "notebooks" / "15_write_it_yourself.ipynb"
+
+
+def solution() -> dict:
+    """The namespace of the docs' solution, without its final check (each test runs its own)."""
+    code, check = SOLUTION.rsplit("assert wt.check_model(Transformer)", 1)
+    assert not check.strip()
+    namespace = {"__name__": "solution_15"}
+    exec(compile(code, "solutions.md#15", "exec"), namespace)
+    return namespace
+
+
+def verdict(namespace: dict, capsys) -> wt.model_check.ModelVerdict:
+    result = wt.check_model(namespace["Transformer"])
+    assert capsys.readouterr().out.strip() == result.message
+    return result
+
+
+def test_the_solution_in_the_docs_passes(capsys):
+    result = verdict(solution(), capsys)
+    assert result and result.block is None
+    assert result.message.startswith("✓ model: right.") and "greedy translations" in result.message
+
+
+def test_the_notebooks_stubs_are_not_yet_and_the_first_to_write_is_named(capsys):
+    """The committed notebook's own cells (the stubs), run as a student who has written nothing yet."""
+    cells = [c.source for c in nbformat.read(NOTEBOOK, as_version=4).cells if c.cell_type == "code"]
+    stubs = [source for source in cells if "raise NotImplementedError" in source]
+    assert len(stubs) >= 10
+    namespace = {}
+    exec("import math\nimport torch\nfrom torch import nn\n" + "\n\n".join(stubs), namespace)
+    result = verdict(namespace, capsys)
+    assert not result and result.block == "src_embed"
+    first_line, progress = result.message.splitlines()
+    assert first_line == "… model: not yet: Embedding.forward is still a stub: write it, then run this cell again."
+    words = progress.split()
+    assert words[0] == "blocks:" and set(words[2::2]) == {"…"}
+    assert set(words[1::2]) == {"Embedding", "MultiHeadAttention", "AddNorm", "FeedForward", "EncoderLayer",
+                                "Encoder", "DecoderLayer", "Decoder", "OutputHead", "Transformer"}
+    committed = [o.text for c in nbformat.read(NOTEBOOK, as_version=4).cells if c.cell_type == "code"
+                 and "wt.check_model(Transformer)" in c.source for o in c.outputs]
+    assert committed == [result.message + "\n"], "the notebook shows the 'not yet' message of its own stubs"
+
+
+def test_a_stub_inside_a_written_block_is_named(capsys):
+    namespace = solution()
+
+    def sinusoidal_table(max_len, d_model):
+        raise NotImplementedError
+
+    namespace["sinusoidal_table"] = sinusoidal_table
+    result = verdict(namespace, capsys)
+    assert not result and result.block == "src_embed"
+    assert result.message.startswith("… model: not yet: test_a_stub_inside_a_written_block_is_named.<locals>."
+                                     "sinusoidal_table is still a stub")
+
+
+def test_pre_norm_is_named_at_the_first_layer(capsys):
+    namespace = solution()
+
+    class PreNormEncoderLayer(namespace["EncoderLayer"]):
+        def forward(self, x, src_mask):
+            h = self.add_norm1.norm(x)
+            x = x + self.self_attn(h, h, h, src_mask)
+            return x + self.feed_forward(self.add_norm2.norm(x))
+
+    namespace["EncoderLayer"] = PreNormEncoderLayer
+    result = verdict(namespace, capsys)
+    assert not result and result.block == "encoder.layers.0"
+    assert "the first block that differs is encoder.layers.0 (your PreNormEncoderLayer)" in result.message
+    assert "It matches pre-norm" in result.message
+    assert "PreNormEncoderLayer ✗" in result.message and "Encoder …" in result.message
+
+
+def test_a_missing_sqrt_d_model_is_named_at_the_embedding(capsys):
+    namespace = solution()
+
+    class UnscaledEmbedding(namespace["Embedding"]):
+        def forward(self, ids):
+            return self.token(ids) + namespace["sinusoidal_table"](ids.size(1), self.d_model)
+
+    namespace["Embedding"] = UnscaledEmbedding
+    result = verdict(namespace, capsys)
+    assert not result and result.block == "src_embed"
+    assert "It matches the token vectors without the scale: multiply them by √d_model" in result.message
+
+
+def test_an_inverted_mask_in_attention_is_named_at_the_first_attention(capsys):
+    namespace = solution()
+    attention = namespace["attention"]
+    namespace["attention"] = lambda q, k, v, mask: attention(q, k, v, ~mask)  # keeps where True = blocked
+    result = verdict(namespace, capsys)
+    assert not result and result.block == "encoder.layers.0.self_attn"
+    assert "It matches the mask inverted: here True = may attend" in result.message
+
+
+def test_an_inverted_padding_mask_is_named_in_the_models_own_code(capsys):
+    namespace = solution()
+    padding_mask = namespace["padding_mask"]
+    namespace["padding_mask"] = lambda ids, pad_id: ~padding_mask(ids, pad_id)  # True = blocked, as nn.MHA's
+    result = verdict(namespace, capsys)
+    assert not result and result.block == MODEL
+    assert "the `src_mask` it passes to encoder differs" in result.message
+    assert "It is the package's mask inverted" in result.message
+
+
+def test_a_decoder_mask_without_its_causal_part_is_named(capsys):
+    namespace = solution()
+    namespace["causal_mask"] = lambda length: torch.ones(length, length, dtype=torch.bool)
+    result = verdict(namespace, capsys)
+    assert not result and result.block == MODEL
+    assert "the `tgt_mask` it passes to decoder differs" in result.message and "lacks the causal part" in result.message
+
+
+def test_a_missing_final_norm_is_named_at_its_stack(capsys):
+    namespace = solution()
+
+    class NoFinalNorm(namespace["Decoder"]):
+        def forward(self, y, memory, tgt_mask, src_mask):
+            for layer in self.layers:
+                y = layer(y, memory, tgt_mask, src_mask)
+            return y
+
+    namespace["Decoder"] = NoFinalNorm
+    result = verdict(namespace, capsys)
+    assert not result and result.block == "decoder"
+    assert "without the final LayerNorm (decoder.norm)" in result.message
+
+
+def test_a_crash_is_explained_with_the_line_and_no_traceback(capsys):
+    namespace = solution()
+
+    class Crashing(namespace["FeedForward"]):
+        def forward(self, x):
+            return self.linear2(torch.relu(self.linear1))
+
+    namespace["FeedForward"] = Crashing
+    result = verdict(namespace, capsys)
+    assert not result and result.block == "encoder.layers.0.feed_forward"
+    assert "raised TypeError in test_a_crash_is_explained_with_the_line_and_no_traceback.<locals>.Crashing.forward " \
+           "(`return self.linear2(torch.relu(self.linear1))`)" in result.message
+    assert "Traceback" not in result.message
+
+
+def test_an_odd_return_type_is_named(capsys):
+    namespace = solution()
+
+    class ReturnsWeightsToo(namespace["MultiHeadAttention"]):
+        def forward(self, query, key, value, mask):
+            return super().forward(query, key, value, mask), None
+
+    namespace["MultiHeadAttention"] = ReturnsWeightsToo
+    result = verdict(namespace, capsys)
+    assert not result and result.block == "encoder.layers.0.self_attn"
+    assert "it returns a tuple of 2: return the tensor alone" in result.message
+
+
+def test_a_forgotten_return_is_not_yet(capsys):
+    namespace = solution()
+
+    class NoReturn(namespace["AddNorm"]):
+        def forward(self, x, sublayer_out):
+            self.norm(x + sublayer_out)
+
+    namespace["AddNorm"] = NoReturn
+    result = verdict(namespace, capsys)
+    assert not result and result.block == "encoder.layers.0.add_norm1"
+    assert "NoReturn.forward (encoder.layers.0.add_norm1) returns None" in result.message
+
+
+def test_a_model_that_scribbles_on_its_inputs_after_using_them_still_passes(capsys):
+    """The check gives the student's model its own copies and records copies of every tensor it sees."""
+    namespace = solution()
+
+    class Scribbler(namespace["Transformer"]):
+        def forward(self, src, tgt):
+            logits = super().forward(src, tgt)
+            src.zero_()
+            tgt.fill_(3)
+            return logits
+
+    class InPlaceAddNorm(namespace["AddNorm"]):
+        def forward(self, x, sublayer_out):
+            return self.norm(x.add_(sublayer_out))  # changes the previous block's output in place
+
+    namespace["AddNorm"] = InPlaceAddNorm
+    result = wt.check_model(Scribbler)
+    assert result, result.message
+    capsys.readouterr()
+
+
+def test_attribute_names_that_differ_from_the_packages_are_named(capsys):
+    namespace = solution()
+
+    class RenamedFFN(namespace["EncoderLayer"]):
+        def __init__(self, d_model, num_heads, d_ff):
+            super().__init__(d_model, num_heads, d_ff)
+            self.ffn = self.feed_forward
+            del self.feed_forward
+
+        def forward(self, x, src_mask):
+            x = self.add_norm1(x, self.self_attn(x, x, x, src_mask))
+            return self.add_norm2(x, self.ffn(x))
+
+    namespace["EncoderLayer"] = RenamedFFN
+    result = verdict(namespace, capsys)
+    assert not result and result.block == MODEL
+    assert "it has no `encoder.layers.0.feed_forward.linear1.weight` [256, 64]; yours has " \
+           "`encoder.layers.0.ffn.linear1.weight` of that shape: rename it" in result.message
+
+
+def test_the_message_repeats_from_run_to_run(capsys):
+    namespace = solution()
+    namespace["attention"] = lambda q, k, v, mask: (q @ k.transpose(-2, -1)).softmax(-1) @ v  # no scale, no mask
+    first, second = verdict(namespace, capsys), verdict(namespace, capsys)
+    assert first.message == second.message and first.block == "encoder.layers.0.self_attn"
+
+
+def test_every_block_of_the_package_with_weights_is_checked_by_path():
+    """The blocks come from the package's model itself: a new block there is checked without a list to update."""
+    trained = wt.load_checkpoint(wt.model_check.SHIPPED_CHECKPOINT)
+    namespace = solution()
+    mine = namespace["Transformer"](trained.model.cfg)
+    with torch.no_grad(), wt.model_check._recording(trained.model) as calls:
+        trained.model(torch.tensor([[4, 5, 0]]), torch.tensor([[1, 6]]))
+    checked = [path for path, _ in wt.model_check._student_blocks(calls, mine)]
+    weighted = {path.rsplit(".", 2)[0] for path, _ in mine.named_parameters()}  # the blocks holding weights
+    assert {p for p in weighted if not p.endswith(("norm", "token", "proj", "linear1", "linear2", "w_q", "w_k",
+                                                   "w_v", "w_o"))} <= set(checked)
+    assert checked[-1] == MODEL and checked.index("encoder.layers.0.self_attn") < checked.index("encoder.layers.0")
+
+
+def test_block_gaps_and_side_by_side():
+    trained = wt.load_checkpoint(wt.model_check.SHIPPED_CHECKPOINT)
+    src, tgt = torch.tensor([[4, 5, 6, 0]]), torch.tensor([[1, 6, 7]])
+    assert set(wt.block_gaps(trained.model, trained.model, src, tgt).values()) == {0.0}
+    namespace = solution()
+    pair = wt.side_by_side(wt.MultiHeadAttention.forward, namespace["MultiHeadAttention"].forward)
+    assert "def forward(self, query, key, value, mask):" in repr(pair)
+    assert "package: MultiHeadAttention.forward" in pair._repr_html_()
+
+
+@pytest.mark.parametrize("bad,error,words", [
+    ("instance", TypeError, "must be your model's class, not a model"),
+    (42, TypeError, "make_model must be your Transformer class"),
+])
+def test_bad_requests_are_refused_clearly(bad, error, words):
+    if bad == "instance":
+        bad = solution()["Transformer"](wt.load_checkpoint(wt.model_check.SHIPPED_CHECKPOINT).model.cfg)
+    with pytest.raises(error, match=words):
+        wt.check_model(bad)
+
+
+def test_a_missing_checkpoint_is_named(tmp_path):
+    with pytest.raises(ValueError, match="no checkpoint at"):
+        wt.check_model(solution()["Transformer"], checkpoint=tmp_path / "none.pt")
+    with pytest.raises(TypeError, match="package must be a function or method"):
+        wt.side_by_side(3, len)

@@ -1,0 +1,602 @@
+"""Notebook 15's check: does the student's whole Transformer compute what the package's does, and if not, where not?
+
+``check_model(make_model)`` builds the student's model with the shipped checkpoint's sizes, loads the package's
+trained weights into it by name, and runs both on the same held-out numerals. It passes when the logits agree and
+greedy decoding translates as the package's model does. Otherwise it names the first block that differs:
+
+1. the package's model runs once with a forward hook on every module, which records each call's tensor
+   arguments and output (copies, so nothing the student's code does later can change them);
+2. each of the student's blocks (every module path the package's model calls, wherever the student's module at
+   that path is the student's own class) is then called alone with the package's recorded inputs, children
+   before parents: the first one whose output differs is the block at fault, since everything inside it agrees;
+3. when every block agrees on its own but the whole model does not, the fault is in the model's own code
+   (the masks, which embedding goes where): the student's model runs once more with hooks, and the first block
+   that receives a different input is named, with the argument.
+
+Known slips (pre-norm, a missing √d_model, an inverted mask, ...) are recognised by running the package's block
+the slipped way on the same inputs. The block list comes from the package's model (its module paths), never from
+a list written here.
+"""
+
+from __future__ import annotations
+
+import html
+import inspect
+import math
+import traceback
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from difflib import get_close_matches
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .attention import MultiHeadAttention, scaled_dot_product_attention
+from .data import Vocab
+from .embedding import Embedding, sinusoidal_table
+from .layers import AddNorm, EncoderLayer, FeedForward
+from .masks import causal_mask, padding_mask
+from .train import held_out_pairs, load_checkpoint
+from .training import make_batch
+
+SHIPPED_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "numerals.pt"
+NOT_YET = "write it, then run this cell again."
+ROOT = "model"  # the path this check gives the whole model (as the trace does)
+PAIRS, SHOWN = 16, 3  # held-out pairs compared (teacher-forced and translated), translations quoted
+_TORCH_DIR = str(Path(torch.__file__).parent)
+_OUR_DIR = str(Path(__file__).parent)
+
+
+@dataclass(frozen=True)
+class ModelVerdict:
+    """What ``check_model`` found; true when the model is right. ``block``: where the first difference is
+    (a module path such as ``"encoder.layers.0"``, ``"model"`` for the model's own code), None when none is."""
+
+    passed: bool
+    message: str
+    block: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def _ipython_display_(self) -> None:
+        """Show nothing as a cell's last value: the message was printed already."""
+
+
+class _Verdict(Exception):
+    def __init__(self, symbol: str, text: str, block: str | None = None):
+        super().__init__(text)
+        self.symbol, self.text, self.block = symbol, text, block
+
+
+# ---------------------------------------------------------------------------------------------------
+# Recording the calls of one run.
+
+@dataclass
+class _Call:
+    """One module call: its tensor arguments (copies, in order, with their parameter names) and its output."""
+
+    args: tuple[torch.Tensor, ...]
+    names: tuple[str, ...]
+    output: object = None
+
+
+def _copy(value):
+    return value.detach().clone() if isinstance(value, torch.Tensor) else value
+
+
+def _tensor_args(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple[torch.Tensor, ...], tuple[str, ...]]:
+    """The call's tensor arguments in the order of the forward's signature, with their names."""
+    try:
+        bound = inspect.signature(module.forward).bind(*args, **kwargs).arguments.items()
+    except TypeError:
+        bound = [*((f"argument {i + 1}", a) for i, a in enumerate(args)), *kwargs.items()]
+    pairs = [(name, value) for name, value in bound if isinstance(value, torch.Tensor)]
+    return tuple(_copy(v) for _, v in pairs), tuple(name for name, _ in pairs)
+
+
+class _Calls:
+    """Hooks on every module of ``model``: the first call of each path, the order calls start and finish, and
+    (after an exception) the paths still running, innermost last."""
+
+    def __init__(self, model: nn.Module):
+        self.paths = {module: path or ROOT for path, module in model.named_modules()}
+        self.calls: dict[str, _Call] = {}
+        self.started: list[str] = []
+        self.finished: list[str] = []
+        self.running: list[str] = []
+        self._pending: dict[str, _Call] = {}
+        self._handles = [handle for module in self.paths for handle in (
+            module.register_forward_pre_hook(self._enter, with_kwargs=True),
+            module.register_forward_hook(self._leave, with_kwargs=True))]
+
+    def _enter(self, module, args, kwargs):
+        path = self.paths[module]
+        self.running.append(path)
+        if path not in self.calls and path not in self._pending:
+            self._pending[path] = _Call(*_tensor_args(module, args, kwargs))
+            self.started.append(path)
+
+    def _leave(self, module, args, kwargs, output):
+        path = self.running.pop()
+        if path in self._pending:
+            call = self._pending.pop(path)
+            call.output = _copy(output)
+            self.calls[path] = call
+            self.finished.append(path)
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+
+@contextmanager
+def _recording(model: nn.Module):
+    calls = _Calls(model)
+    try:
+        yield calls
+    finally:
+        calls.remove()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Running the student's code: a stub is "not yet", a crash is explained, an odd result is named.
+
+def _user_frame(err: BaseException):
+    """The innermost frame of the student's code in the traceback (not PyTorch's, not this package's)."""
+    frames = [frame for frame, _ in traceback.walk_tb(err.__traceback__)]
+    mine = [f for f in frames if not f.f_code.co_filename.startswith((_TORCH_DIR, _OUR_DIR))]
+    return mine[-1] if mine else None
+
+
+def _where(err: BaseException) -> tuple[str, str]:
+    """(the function's qualified name, the line) where the student's code raised."""
+    frame = _user_frame(err)
+    if frame is None:
+        return "", ""
+    lines = traceback.extract_tb(err.__traceback__)
+    line = next((entry.line for entry in reversed(lines) if entry.filename == frame.f_code.co_filename
+                 and entry.lineno == frame.f_lineno), "") or ""
+    return frame.f_code.co_qualname, line.strip()
+
+
+def _run(fn: Callable, *args, what: str):
+    """``fn(*args)`` under no_grad; a stub or a crash becomes a _Verdict naming the function and the line."""
+    try:
+        with torch.no_grad():
+            return fn(*args)
+    except NotImplementedError as err:
+        name, _ = _where(err)
+        raise _Verdict("…", f"not yet: {name or what} is still a stub: {NOT_YET}") from err
+    except Exception as err:  # the student's bug, told in words rather than as a traceback
+        name, line = _where(err)
+        place = f" in {name}" + (f" (`{line}`)" if line else "") if name else ""
+        raise _Verdict("✗", f"{what} raised {type(err).__name__}{place}: {err}") from err
+
+
+def _describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor {list(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)}: return the tensor alone"
+    return f"a {type(value).__name__}, not a tensor"
+
+
+def _gap(mine, theirs) -> float | None:
+    """The largest difference between two tensors of the same shape (masks compared as numbers); None if those
+    are not two such tensors."""
+    if not (isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor)) or mine.shape != theirs.shape:
+        return None
+    if mine.is_complex() or mine.device.type == "meta":
+        return None
+    return (mine.double() - theirs.double()).abs().nan_to_num(nan=math.inf).max().item() if mine.numel() else 0.0
+
+
+def _same(mine, theirs) -> bool:
+    gap = _gap(mine, theirs)
+    return gap is not None and gap <= 1e-4 * (1 + theirs.double().abs().max().item())
+
+
+def _difference(mine, theirs) -> str:
+    """In words: how ``mine`` differs from the package's tensor ``theirs``."""
+    if not isinstance(mine, torch.Tensor):
+        return f"it returns {_describe(mine)}" if mine is not None else "it returns None"
+    if mine.shape != theirs.shape:
+        return f"its result has shape {list(mine.shape)}, the package's {list(theirs.shape)}"
+    gap = (mine.double() - theirs.double()).abs().nan_to_num(nan=math.inf)
+    where = tuple(int(i) for i in torch.unravel_index(gap.argmax(), gap.shape))
+    if theirs.dtype == torch.bool:
+        return f"its result differs at {gap.count_nonzero().item()} of {gap.numel()} entries (at {list(where)}: " \
+               f"{bool(mine[where])} instead of {bool(theirs[where])})"
+    return f"its result differs by up to {gap.max().item():.3g} (at {list(where)}: {mine[where].item():.4g} " \
+           f"instead of {theirs[where].item():.4g})"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Known slips: the package's block run the slipped way on the same inputs.
+
+def _embedding_slips(ref: Embedding, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    table = next(m for m in ref.modules() if isinstance(m, nn.Embedding))
+    vectors, d_model = table(ids), table.embedding_dim  # [B, L, D]
+    pe = sinusoidal_table(ids.size(1), d_model)  # [L, D]
+    return {
+        "It matches the token vectors without the scale: multiply them by √d_model before adding the PE "
+        "(notebook 01).": vectors + pe,
+        "It matches a scale of √L (the ids' last dim, as one source article writes); the scale is √d_model.":
+            vectors * math.sqrt(ids.size(1)) + pe,
+        "It matches the scaled token vectors without the positional encoding: add the PE rows of positions "
+        "0 .. L-1.": vectors * math.sqrt(d_model),
+        "It matches (token vector + PE) · √d_model: scale the token vectors only, then add the PE.":
+            (vectors + pe) * math.sqrt(d_model),
+    }
+
+
+def _attention_slips(ref: MultiHeadAttention, query, key, value, mask=None) -> dict[str, torch.Tensor]:
+    def attend(mask, scale=True, straight_view=False):
+        batch, length, d_model = query.shape
+        heads, d_k = ref.num_heads, d_model // ref.num_heads
+
+        def split(x):  # [B, L, D] -> [B, H, L, d_k]
+            if straight_view:
+                return x.view(batch, heads, x.size(1), d_k)
+            return x.view(batch, x.size(1), heads, d_k).transpose(1, 2)
+        q, k, v = split(ref.w_q(query)), split(ref.w_k(key)), split(ref.w_v(value))
+        context, _ = scaled_dot_product_attention(q if scale else q * math.sqrt(d_k), k, v, mask)  # [B, H, L, d_k]
+        return ref.w_o(context.transpose(1, 2).reshape(batch, length, d_model))
+
+    slips = {
+        "It matches attention without the ÷√d_k scale of the scores.": attend(mask, scale=False),
+        "It matches a straight view to [B, H, L, d_k], which cuts heads across tokens: view to [B, L, H, d_k], "
+        "then transpose(1, 2).": attend(mask, straight_view=True),
+    }
+    if mask is not None:
+        slips["It matches the mask inverted: here True = may attend, so keep the scores where the mask is True "
+              "(torch.where(mask, scores, very negative))."] = attend(~mask.bool())
+        slips["It matches attention with the mask ignored: apply it to the scores before the softmax."] = attend(None)
+    return slips
+
+
+def _sublayers(ref: nn.Module, masks: tuple) -> list[tuple[Callable, AddNorm]]:
+    """A layer's (sublayer as a function of its input, its AddNorm) pairs in order."""
+    if isinstance(ref, EncoderLayer):
+        (src_mask,) = masks
+        return [(lambda h: ref.self_attn(h, h, h, src_mask), ref.add_norm1), (ref.feed_forward, ref.add_norm2)]
+    memory, tgt_mask, src_mask = masks
+    return [(lambda h: ref.self_attn(h, h, h, tgt_mask), ref.add_norm1),
+            (lambda h: ref.cross_attn(h, memory, memory, src_mask), ref.add_norm2),
+            (ref.feed_forward, ref.add_norm3)]
+
+
+def _layer_slips(ref: nn.Module, x: torch.Tensor, *rest) -> dict[str, torch.Tensor]:
+    pre_norm, no_residual = x, x
+    for sublayer, add_norm in _sublayers(ref, rest):
+        pre_norm = pre_norm + sublayer(add_norm.norm(pre_norm))
+        no_residual = add_norm.norm(sublayer(no_residual))
+    return {
+        "It matches pre-norm, x + sublayer(LayerNorm(x)); this model is post-norm, as the paper and the source "
+        "articles: LayerNorm(x + sublayer(x)), through each AddNorm.": pre_norm,
+        "It matches the layer without its residual connections: each AddNorm takes x and the sublayer's output, "
+        "LayerNorm(x + sublayer(x)).": no_residual,
+    }
+
+
+def _feed_forward_slips(ref: FeedForward, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    return {
+        "It matches the FFN without the ReLU between the two linear layers.": ref.linear2(ref.linear1(x)),
+        "It matches a ReLU after the second linear layer too: only the hidden layer has one.":
+            torch.relu(ref.linear2(torch.relu(ref.linear1(x)))),
+    }
+
+
+def _add_norm_slips(ref: AddNorm, x: torch.Tensor, sublayer_out: torch.Tensor) -> dict[str, torch.Tensor]:
+    return {
+        "It matches LayerNorm(sublayer output) without the residual x: LayerNorm(x + sublayer output).":
+            ref.norm(sublayer_out),
+        "It matches x + LayerNorm(sublayer output): the sum is what gets normalised.": x + ref.norm(sublayer_out),
+    }
+
+
+def _final_norm_slips(ref: nn.Module, calls: dict[str, _Call], path: str) -> dict[str, torch.Tensor]:
+    """A stack (or any block) whose final LayerNorm was left out returns that norm's input."""
+    slips = {}
+    for name, child in ref.named_children():
+        child_path = f"{path}.{name}" if path != ROOT else name
+        if isinstance(child, nn.LayerNorm) and child_path in calls:
+            slips[f"It matches the output without the final LayerNorm ({child_path}): the stack ends with one, "
+                  f"as nn.Transformer's."] = calls[child_path].args[0]
+    return slips
+
+
+def _head_slips(ref: nn.Module, h: torch.Tensor) -> dict[str, torch.Tensor]:
+    logits = ref(h)
+    return {"It matches softmax(logits): return the raw logits (the loss and the argmax need no softmax).":
+            logits.softmax(-1),
+            "It matches log_softmax(logits): return the raw logits.": logits.log_softmax(-1)}
+
+
+def _slips(ref: nn.Module, call: _Call, calls: dict[str, _Call], path: str) -> dict[str, torch.Tensor]:
+    makers = ((Embedding, _embedding_slips), (MultiHeadAttention, _attention_slips), (FeedForward, _feed_forward_slips),
+              (AddNorm, _add_norm_slips))
+    with torch.no_grad():
+        for kind, make in makers:
+            if isinstance(ref, kind):
+                return make(ref, *call.args)
+        if hasattr(ref, "self_attn") and hasattr(ref, "feed_forward"):  # an encoder or decoder layer
+            return _layer_slips(ref, *call.args)
+        if path.split(".")[-1] in ("generator", "output_head"):
+            return _head_slips(ref, *call.args)
+        return _final_norm_slips(ref, calls, path)
+
+
+def _hint(mine, ref: nn.Module, call: _Call, calls: dict[str, _Call], path: str) -> str:
+    try:
+        slips = _slips(ref, call, calls, path)
+    except (RuntimeError, ValueError, TypeError, IndexError):  # a slip that cannot happen at these shapes
+        return ""
+    for hint, wrong in slips.items():
+        if _same(mine, wrong) and not _same(wrong, call.output):  # a "slip" that happens to be right is none
+            return " " + hint
+    return ""
+
+
+def _mask_hint(mine, theirs: torch.Tensor, tgt: torch.Tensor, pad_id: int) -> str:
+    """What a mask argument the student's model made is, when it is not the package's."""
+    if not isinstance(mine, torch.Tensor) or theirs.dtype != torch.bool:
+        return ""
+    try:
+        mine = torch.broadcast_to(mine, theirs.shape)
+    except RuntimeError:
+        return ""
+    if _same(mine, ~theirs):
+        return " It is the package's mask inverted: here True = may attend (a real token, or a key not in the " \
+               "future), as F.scaled_dot_product_attention; nn.MultiheadAttention's masks are the other way round."
+    if theirs.size(-2) == tgt.size(1) and theirs.size(-1) == tgt.size(1):
+        padding = torch.broadcast_to(padding_mask(tgt, pad_id), theirs.shape)
+        if _same(mine, padding):
+            return " It lacks the causal part: a target position may not attend to later ones (padding AND causal)."
+        if _same(mine, torch.broadcast_to(causal_mask(tgt.size(1)), theirs.shape)):
+            return " It lacks the padding part: PAD keys must be blocked too (padding AND causal)."
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------------
+# The check.
+
+def _build(make_model: Callable, cfg) -> nn.Module:
+    model = _run(make_model, cfg, what=f"building your model, {getattr(make_model, '__name__', 'make_model')}(cfg),")
+    if not isinstance(model, nn.Module):
+        raise _Verdict("✗", f"{getattr(make_model, '__name__', 'make_model')}(cfg) returned {_describe(model)}; "
+                            f"it must build an nn.Module")
+    return model
+
+
+def _load_weights(model: nn.Module, weights: dict[str, torch.Tensor]) -> None:
+    """Load the package's trained weights by name; explain names and shapes that do not fit."""
+    own = dict(model.named_parameters())
+    missing = [name for name in weights if name not in own and name not in model.state_dict()]
+    extra = [name for name in own if name not in weights]
+    if missing:
+        name = missing[0]
+        same_shape = [n for n in extra if own[n].shape == weights[name].shape]
+        close = get_close_matches(name, same_shape, n=1, cutoff=0.5)
+        guess = f"; yours has `{close[0]}` of that shape: rename it" if close else ""
+        raise _Verdict("✗", f"the trained weights do not fit your model: it has no `{name}` "
+                            f"{list(weights[name].shape)}{guess}. The weights find their place by name, so use the "
+                            f"package's attribute names ({len(missing)} missing in all).", ROOT)
+    if extra:
+        raise _Verdict("✗", f"your model has a parameter the trained model does not: `{extra[0]}` "
+                            f"{list(own[extra[0]].shape)} ({len(extra)} in all); it would keep random values. "
+                            f"Build only the package's parts.", ROOT)
+    state = model.state_dict()
+    for name, tensor in weights.items():
+        mine = state[name]
+        if mine.shape != tensor.shape:
+            raise _Verdict("✗", f"`{name}` is {list(mine.shape)} in your model, {list(tensor.shape)} in the trained "
+                                f"one: check which size goes where (nn.Linear(in, out) stores [out, in]).", ROOT)
+    model.load_state_dict(weights, strict=False)
+
+
+def _student_blocks(ref_calls: _Calls, mine: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The paths the package's model called, children first, where the student's model holds a module of the
+    student's own class (PyTorch's own layers, such as nn.Linear, are not theirs to check)."""
+    modules = {path or ROOT: module for path, module in mine.named_modules()}
+    return [(path, modules[path]) for path in ref_calls.finished
+            if path in modules and not type(modules[path]).__module__.startswith("torch.")]
+
+
+def _block_verdict(path: str, module: nn.Module, ref: nn.Module, ref_calls: _Calls) -> _Verdict | None:
+    """The student's block alone, on the package's recorded inputs for it: None when it agrees."""
+    call = ref_calls.calls[path]
+    what = f"your {type(module).__name__} ({path})"
+    try:
+        out = _run(module, *[a.clone() for a in call.args], what=what)
+    except _Verdict as verdict:
+        verdict.block = path
+        return verdict
+    if out is None:
+        return _Verdict("…", f"not yet: {type(module).__name__}.forward ({path}) returns None: {NOT_YET} "
+                             f"(If it is written: is a `return` missing?)", path)
+    if _same(out, call.output):
+        return None
+    hint = _hint(out, ref, call, ref_calls.calls, path)
+    return _Verdict("✗", f"the first block that differs is {path} (your {type(module).__name__}): given the "
+                         f"package's inputs, {_difference(out, call.output)}.{hint}", path)
+
+
+def _progress(blocks: list[tuple[str, nn.Module]], verdicts: dict[str, _Verdict | None]) -> str:
+    """One mark per class of the student's, in the order first checked: ✓ right, ✗ wrong, … not yet (or waiting
+    for a block inside it: a block whose parts fail cannot be judged yet)."""
+    failed = [path for path, verdict in verdicts.items() if verdict is not None]
+    marks: dict[str, str] = {}
+    for path, module in blocks:
+        inner_failed = any(p != path and (path == ROOT or p.startswith(path + ".")) for p in failed)
+        verdict = verdicts[path]
+        mark = "…" if inner_failed else "✓" if verdict is None else verdict.symbol
+        name = type(module).__name__
+        marks[name] = min(marks.get(name, mark), mark, key="✗…✓".index)
+    return "  ".join(f"{name} {mark}" for name, mark in marks.items())
+
+
+def _model_code_verdict(mine_calls: _Calls, ref_calls: _Calls, tgt: torch.Tensor, pad_id: int) -> _Verdict:
+    """Every block agrees alone but the model does not: find the first block given a different input."""
+    for path in ref_calls.started:
+        if path == ROOT or path not in mine_calls.calls:
+            continue
+        theirs, mine = ref_calls.calls[path], mine_calls.calls[path]
+        for name, ours, yours in zip(theirs.names, theirs.args, mine.args):
+            if _same(yours, ours):
+                continue
+            source = next((p for p in ref_calls.finished
+                           if p != path and _same(yours, ref_calls.calls[p].output)), None)
+            hint = _mask_hint(yours, ours, tgt, pad_id) or (
+                f" It equals what the package's {source} returns." if source else "")
+            return _Verdict("✗", f"every block agrees with the package's on its own, so the difference is in your "
+                                 f"Transformer's own code: the `{name}` it passes to {path} "
+                                 f"{_difference(yours, ours).removeprefix('its result ')}.{hint}", ROOT)
+    return _Verdict("✗", "every block agrees with the package's on its own, and gets the same inputs, yet the "
+                         "logits differ: look at what your Transformer does after its last block.", ROOT)
+
+
+@torch.no_grad()
+def _greedy(model: nn.Module, src: torch.Tensor, steps: int) -> torch.Tensor:
+    """Greedy decoding through ``model(src, prefix)`` alone (so any model with that forward can be compared)."""
+    ys = torch.full((src.size(0), 1), Vocab.sos_id, dtype=torch.long)  # [B, 1]
+    finished = torch.zeros(src.size(0), dtype=torch.bool)
+    for _ in range(steps):
+        logits = model(src.clone(), ys.clone())  # [B, t, V]: the model gets copies it may scribble on
+        next_id = logits[:, -1].argmax(-1).masked_fill(finished, Vocab.pad_id)  # [B]
+        ys = torch.cat([ys, next_id[:, None]], dim=1)
+        finished |= next_id == Vocab.eos_id
+        if finished.all():
+            break
+    return ys
+
+
+def _verdict(make_model: Callable, checkpoint) -> ModelVerdict:
+    trainer = load_checkpoint(checkpoint)
+    ref, cfg = trainer.model.eval(), trainer.model.cfg
+    pairs = held_out_pairs(PAIRS)
+    batch = make_batch(pairs, trainer.src_vocab, trainer.tgt_vocab)
+    with torch.no_grad(), _recording(ref) as ref_calls:
+        ref(batch.src.clone(), batch.tgt_in.clone())
+    mine = _build(make_model, cfg)
+    _load_weights(mine, {name: w.clone() for name, w in ref.state_dict().items()})
+    mine.eval()
+
+    with _recording(mine) as mine_calls:
+        try:
+            logits = _run(mine, batch.src.clone(), batch.tgt_in.clone(), what=f"your {type(mine).__name__}")
+            whole = None if _same(logits, ref_calls.calls[ROOT].output) else logits
+        except _Verdict as verdict:
+            whole = verdict
+    if whole is None:
+        steps = 2 + batch.labels.size(1)
+        theirs = _greedy(ref, batch.src, steps)
+        yours = _run(_greedy, mine, batch.src, steps, what="greedy decoding through your model")
+        words = [" ".join(trainer.tgt_vocab.decode(row)) for row in yours.tolist()]
+        expected = [" ".join(trainer.tgt_vocab.decode(row)) for row in theirs.tolist()]
+        wrong = [i for i, (a, b) in enumerate(zip(words, expected)) if a != b]
+        if wrong:
+            zh = pairs[wrong[0]][0]
+            raise _Verdict("✗", f"the logits agree, but greedy decoding through your model translates {zh} as "
+                                f"'{words[wrong[0]]}', the package's as '{expected[wrong[0]]}' "
+                                f"({len(wrong)} of {len(pairs)} differ).", ROOT)
+        gap = _gap(logits, ref_calls.calls[ROOT].output)
+        quoted = ", ".join(f"{zh} → {words[i]}" for i, (zh, _) in enumerate(pairs[:SHOWN]))
+        return ModelVerdict(True, f"✓ model: right. With the trained weights of {Path(checkpoint).name}, your "
+                                  f"{type(mine).__name__} gives the package's logits on {len(pairs)} held-out "
+                                  f"numerals (largest gap {gap:.1e}) and the same greedy translations: {quoted}, …")
+
+    blocks = _student_blocks(ref_calls, mine)
+    modules = dict(ref.named_modules())
+    verdicts = {path: None if path == ROOT else _block_verdict(path, module, modules[path], ref_calls)
+                for path, module in blocks}
+    first = next((verdicts[path] for path, _ in blocks if verdicts[path] is not None), None)
+    if first is None:
+        first = whole if isinstance(whole, _Verdict) else \
+            _model_code_verdict(mine_calls, ref_calls, batch.tgt_in, cfg.pad_id)
+        first.block = first.block or ROOT
+        verdicts[ROOT] = first
+    raise _Verdict(first.symbol, f"{first.text}\n  blocks: {_progress(blocks, verdicts)}", first.block)
+
+
+def check_model(make_model: Callable, checkpoint: str | Path | None = None) -> ModelVerdict:
+    """Load the package's trained weights into the model ``make_model(cfg)`` builds and compare it with the package's.
+
+    ``make_model``: the student's Transformer class (or any function of a ``ModelConfig`` that builds the model),
+    with the package's attribute names so the weights find their place. ``checkpoint``: a file
+    ``save_checkpoint`` wrote (default: the shipped ``checkpoints/numerals.pt``). Prints the verdict: right, not
+    yet (a stub, named), or the first block that differs, with what it matches when that is a known slip.
+    Returns a ``ModelVerdict`` (true when right; ``.block`` names where the first difference is).
+    """
+    if isinstance(make_model, nn.Module):
+        raise TypeError(f"make_model must be your model's class, not a model: check_model({type(make_model).__name__})"
+                        f", without (cfg); the check builds it with the checkpoint's sizes")
+    if not callable(make_model):
+        raise TypeError(f"make_model must be your Transformer class (a function of the config), "
+                        f"got {type(make_model).__name__}")
+    checkpoint = SHIPPED_CHECKPOINT if checkpoint is None else checkpoint
+    try:
+        verdict = _verdict(make_model, checkpoint)
+    except _Verdict as found:
+        verdict = ModelVerdict(False, f"{found.symbol} model: {found.text}", found.block)
+    print(verdict.message)
+    return verdict
+
+
+def block_gaps(reference: nn.Module, other: nn.Module, *inputs: torch.Tensor) -> dict[str, float]:
+    """Run both models on copies of ``inputs`` and compare them block by block: for each module path of
+    ``reference`` that both call (in the order their calls finish; PyTorch's own layers such as nn.Linear
+    left out), the largest gap between the two outputs (inf where the shapes differ)."""
+    for name, model in (("reference", reference), ("other", other)):
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"{name} must be an nn.Module (a model), got {type(model).__name__}")
+    runs = []
+    for model in (reference, other):
+        with torch.no_grad(), _recording(model) as calls:
+            model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        runs.append(calls)
+    theirs, mine = runs
+    modules = {path or ROOT: module for path, module in reference.named_modules()}
+    gaps = {}
+    for path in theirs.finished:
+        if path in mine.calls and not type(modules[path]).__module__.startswith("torch."):
+            gap = _gap(mine.calls[path].output, theirs.calls[path].output)
+            gaps[path] = math.inf if gap is None else gap
+    return gaps
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reading the package's code beside the student's.
+
+class SideBySide:
+    """Two functions' source, side by side in a notebook (each in a scrolling column), one after the other as text."""
+
+    def __init__(self, left: Callable, right: Callable, titles: tuple[str, str]):
+        self.columns = [(title, inspect.getsource(fn).rstrip()) for title, fn in zip(titles, (left, right))]
+
+    def __repr__(self) -> str:
+        return "\n\n".join(f"# {title}\n{source}" for title, source in self.columns)
+
+    def _repr_html_(self) -> str:
+        cells = "".join(
+            f"<div style='flex:1;min-width:0'><b>{html.escape(title)}</b> ({source.count(chr(10)) + 1} lines)"
+            f"<pre style='max-height:440px;overflow:auto;font-size:12px;line-height:1.35;margin:4px 0'>"
+            f"{html.escape(source)}</pre></div>" for title, source in self.columns)
+        return f"<div style='display:flex;gap:16px'>{cells}</div>"
+
+
+def side_by_side(package: Callable, yours: Callable) -> SideBySide:
+    """The package's function (e.g. ``wt.MultiHeadAttention.forward``) beside yours, to read line by line."""
+    for name, fn in (("package", package), ("yours", yours)):
+        if not callable(fn):
+            raise TypeError(f"{name} must be a function or method (e.g. MultiHeadAttention.forward), "
+                            f"got {type(fn).__name__}")
+        try:
+            inspect.getsource(fn)
+        except (OSError, TypeError) as err:
+            raise ValueError(f"{name}: no source to show for {getattr(fn, '__qualname__', fn)!r} ({err}); "
+                             f"pass a function defined in a file or a notebook cell") from None
+    return SideBySide(package, yours, (f"package: {package.__qualname__}", f"yours: {yours.__qualname__}"))
