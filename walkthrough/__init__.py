@@ -27,6 +27,7 @@ from .model import (
     greedy_steps,
     load_torch_transformer,
 )
+from .model_check import block_gaps, check_model, side_by_side
 from .quiz import ask_shape, check_shape_answer
 from .recording import Row
 from .trace import (
@@ -76,9 +77,11 @@ __all__ = [
     "Vocab",
     "apply_rope",
     "ask_shape",
+    "block_gaps",
     "by_step",
     "causal_mask",
     "check_exercise",
+    "check_model",
     "check_shape",
     "check_shape_answer",
     "chinese_numeral",
@@ -108,6 +111,7 @@ __all__ = [
     "shape_map",
     "shape_table",
     "show",
+    "side_by_side",
     "sinusoidal_table",
     "summarise",
     "teacher_forcing",
