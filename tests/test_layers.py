@@ -26,7 +26,7 @@ LAYERS = {
     "memory": 6, "gradients": 6,                 # what training saves; the gradient shapes (beside trace)
     "data": 7, "train": 8, "language_model": 9,  # learning, beside the tools (neither imports the other)
     "viz": 10, "quiz": 10,                       # teaching
-    "exercises": 11,
+    "exercises": 11, "model_check": 11,       # the self-checks: one function, the whole model
     "widgets": 12,
     "__init__": 13,
     "__main__": 14,                              # the command line on top
