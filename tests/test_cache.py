@@ -11,7 +11,6 @@ import torch
 
 import walkthrough as wt
 from walkthrough.layers import DecoderLayerCache
-from walkthrough.trace import trace_decoding_step
 
 SOS, EOS, PAD = wt.Vocab.sos_id, wt.Vocab.eos_id, wt.Vocab.pad_id
 CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "numerals.pt"
@@ -295,7 +294,7 @@ def _shapes(rows, where):
 def test_trace_of_a_cached_step_at_the_source_sizes():
     cfg = wt.ModelConfig.paper_base()
     for t in (1, 5, 64):
-        rows = trace_decoding_step(cfg, batch=32, src_len=10, step=t)
+        rows = wt.trace_shapes(cfg, batch=32, src_len=10, step=t)
         self_attn = _shapes(rows, "decoder.layers.0.self_attn")
         cross = _shapes(rows, "decoder.layers.0.cross_attn")
         assert self_attn["Q transpose"] == (32, 8, 1, 64)
@@ -314,7 +313,7 @@ def test_trace_of_a_cached_step_at_the_source_sizes():
 def test_trace_of_a_cached_step_at_a_huge_size():
     cfg = wt.ModelConfig(src_vocab_size=50000, tgt_vocab_size=50000, d_model=12288, num_heads=96, d_ff=49152,
                          num_layers=96, max_len=4096)
-    rows = trace_decoding_step(cfg, batch=64, src_len=512, step=2048)
+    rows = wt.trace_shapes(cfg, batch=64, src_len=512, step=2048)
     assert _shapes(rows, "decoder.layers.95.self_attn")["scores Q·Kᵀ/√d_k"] == (64, 96, 1, 2048)
     assert _shapes(rows, "decoder.layers.95.self_attn")["K in the cache"] == (64, 96, 2048, 128)
     assert _shapes(rows, "decoder.layers.95.cross_attn")["scores Q·Kᵀ/√d_k"] == (64, 96, 1, 512)
@@ -324,15 +323,15 @@ def test_trace_of_a_cached_step_refuses_bad_sizes():
     cfg = wt.ModelConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=2, d_ff=32, num_layers=1,
                          max_len=8)
     with pytest.raises(ValueError, match=r"step=9.*max_len=8"):
-        trace_decoding_step(cfg, batch=2, src_len=3, step=9)
+        wt.trace_shapes(cfg, batch=2, src_len=3, step=9)
     with pytest.raises(ValueError, match="step"):
-        trace_decoding_step(cfg, batch=2, src_len=3, step=0)
+        wt.trace_shapes(cfg, batch=2, src_len=3, step=0)
     with pytest.raises(ValueError, match="batch"):
-        trace_decoding_step(cfg, batch=0, src_len=3, step=2)
+        wt.trace_shapes(cfg, batch=0, src_len=3, step=2)
     with pytest.raises(ValueError, match="src_len=9"):
-        trace_decoding_step(cfg, batch=2, src_len=9, step=2)
+        wt.trace_shapes(cfg, batch=2, src_len=9, step=2)
     with pytest.raises(TypeError, match="ModelConfig"):
-        trace_decoding_step("paper", batch=2, src_len=3, step=2)
+        wt.trace_shapes("paper", batch=2, src_len=3, step=2)
 
 
 # ---------------------------------------------------------------------------------------------------

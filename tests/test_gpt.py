@@ -20,7 +20,6 @@ from walkthrough.language_model import (
     numeral_lm_vocab,
     save_gpt_checkpoint,
 )
-from walkthrough.trace import trace_gpt
 
 ROOT = Path(__file__).resolve().parents[1]
 D, H = 32, 4
@@ -243,7 +242,7 @@ def test_gpt_bad_input_names_the_parameter():
 
 def test_trace_gpt_matches_the_real_model():
     model = small_gpt(num_kv_heads=2)
-    rows = trace_gpt(model.cfg, batch=3, length=7)
+    rows = wt.trace_shapes(model.cfg, batch=3, length=7)
     shape = {(r.where, r.step): r.shape for r in rows}
     assert shape["generator", "logits"] == tuple(model(torch.randint(1, 50, (3, 7))).shape) == (3, 7, 50)
     assert shape["decoder.layers.0.self_attn", "K transpose"] == (3, 2, 7, D // H)  # [B, H_kv, L, d_k]
@@ -251,7 +250,7 @@ def test_trace_gpt_matches_the_real_model():
     assert shape["decoder.layers.0.self_attn", "scores Q·Kᵀ/√d_k"] == (3, H, 7, 7)
     assert ("decoder.layers.0.self_attn", "Q rotated (RoPE)") in shape
     assert not any("cross_attn" in r.where or r.step == "+ positional encoding" for r in rows)
-    step = {(r.where, r.step): r.shape for r in trace_gpt(model.cfg, batch=3, length=7, cached=True)}
+    step = {(r.where, r.step): r.shape for r in wt.trace_shapes(model.cfg, batch=3, step=7)}
     assert step["decoder.layers.1.self_attn", "K in the cache"] == (3, 2, 7, D // H)
     assert step["decoder.layers.1.self_attn", "scores Q·Kᵀ/√d_k"] == (3, H, 1, 7)
     assert step["generator", "logits"] == (3, 1, 50)
@@ -260,7 +259,7 @@ def test_trace_gpt_matches_the_real_model():
 def test_trace_gpt_at_any_size_allocates_nothing():
     cfg = wt.GPTConfig(vocab_size=128000, d_model=8192, num_heads=64, num_kv_heads=8, d_ff=28672, num_layers=80,
                        max_len=8192)  # ~80 GB of weights: traceable only because nothing is allocated
-    shape = {(r.where, r.step): r.shape for r in trace_gpt(cfg, batch=1, length=4096)}
+    shape = {(r.where, r.step): r.shape for r in wt.trace_shapes(cfg, batch=1, length=4096)}
     assert shape["decoder.layers.0.self_attn", "K rotated (RoPE)"] == (1, 8, 4096, 128)
     assert shape["generator", "logits"] == (1, 4096, 128000)
 
@@ -268,11 +267,11 @@ def test_trace_gpt_at_any_size_allocates_nothing():
 def test_trace_gpt_bad_input():
     cfg = small_gpt().cfg
     with pytest.raises(ValueError, match="length=25 is longer than max_len=24"):
-        trace_gpt(cfg, 2, 25)
-    with pytest.raises(TypeError, match=r"cfg must be a walkthrough\.GPTConfig"):
-        trace_gpt(wt.ModelConfig(), 2, 5)
+        wt.trace_shapes(cfg, 2, length=25)
+    with pytest.raises(ValueError, match="length= is the decoder-only model's one sequence"):
+        wt.trace_shapes(wt.ModelConfig(), 2, length=5)
     with pytest.raises(ValueError, match="batch must be at least 1"):
-        trace_gpt(cfg, 0, 5)
+        wt.trace_shapes(cfg, 0, length=5)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -369,7 +368,7 @@ def test_gqa_explorer_moves_and_refuses_a_non_divisor():
 
 def test_gqa_trace_names_kv_heads_h_kv_and_gpt_ids_once():
     cfg = wt.GPTConfig(vocab_size=50, d_model=32, num_heads=4, num_kv_heads=2, d_ff=64, num_layers=1, max_len=16)
-    rows = wt.by_step(wt.trace_gpt(cfg, 2, 6))
+    rows = wt.by_step(wt.trace_shapes(cfg, 2, length=6))
     assert rows["decoder.layers.0.self_attn", "K transpose"].dims == "B H_kv L d_k"
     assert rows["decoder.layers.0.self_attn", "V view"].dims == "B L H_kv d_k"
     assert rows["decoder.layers.0.self_attn", "Q transpose"].dims == "B H L d_k"

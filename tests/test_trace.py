@@ -10,53 +10,59 @@ from torch import nn
 
 import walkthrough as wt
 from walkthrough import recording, trace
+from walkthrough.steps import STEPS
 
-SOURCE_TABLE = [  # (where, step, shape) for every row of DESIGN.md's table of the source articles' shapes
-    ("src_embed", "src ids", (32, 10)),
-    ("tgt_embed", "tgt ids", (32, 4)),
+with torch.device("meta"):
+    HEAD = next(name for name, part in wt.Transformer(wt.ModelConfig()).named_children()
+                if isinstance(part, wt.OutputHead))  # the output head's module path in a trace
+
+SOURCE_TABLE = [  # (where, step id, shape) for every row of DESIGN.md's table of the source articles' shapes
+    ("src_embed", "ids", (32, 10)),
+    ("tgt_embed", "ids", (32, 4)),
     ("src_embed", "embedding", (32, 10, 512)),
-    ("src_embed", "+ positional encoding", (32, 10, 512)),
-    ("encoder.layers.0.self_attn", "Q = X·W_q", (32, 10, 512)),
-    ("encoder.layers.0.self_attn", "K = X·W_k", (32, 10, 512)),
-    ("encoder.layers.0.self_attn", "V = X·W_v", (32, 10, 512)),
-    ("encoder.layers.0.self_attn", "Q view", (32, 10, 8, 64)),
-    ("encoder.layers.0.self_attn", "Q transpose", (32, 8, 10, 64)),
-    ("encoder.layers.0.self_attn", "scores Q·Kᵀ/√d_k", (32, 8, 10, 10)),
-    ("encoder.layers.0.self_attn", "attention weights", (32, 8, 10, 10)),
-    ("encoder.layers.0.self_attn", "context = weights·V", (32, 8, 10, 64)),
-    ("encoder.layers.0.self_attn", "context transpose", (32, 10, 8, 64)),
-    ("encoder.layers.0.self_attn", "heads merged", (32, 10, 512)),
-    ("encoder.layers.0.self_attn", "output W_o", (32, 10, 512)),
-    ("encoder.layers.0.add_norm1", "Add & Norm", (32, 10, 512)),
-    ("encoder.layers.0.feed_forward", "FFN hidden, ReLU", (32, 10, 2048)),
-    ("encoder.layers.0.feed_forward", "FFN out", (32, 10, 512)),
-    ("decoder.layers.0.self_attn", "scores Q·Kᵀ/√d_k", (32, 8, 4, 4)),
-    ("model", "causal mask", (4, 4)),
-    ("decoder.layers.0.cross_attn", "Q transpose", (32, 8, 4, 64)),
-    ("decoder.layers.0.cross_attn", "K transpose", (32, 8, 10, 64)),
-    ("decoder.layers.0.cross_attn", "V transpose", (32, 8, 10, 64)),
-    ("decoder.layers.0.cross_attn", "scores Q·Kᵀ/√d_k", (32, 8, 4, 10)),
-    ("decoder.layers.0.cross_attn", "output W_o", (32, 4, 512)),
-    ("generator", "logits", (32, 4, 30000)),
+    ("src_embed", "positions", (32, 10, 512)),
+    ("encoder.layers.0.self_attn", "q", (32, 10, 512)),
+    ("encoder.layers.0.self_attn", "k", (32, 10, 512)),
+    ("encoder.layers.0.self_attn", "v", (32, 10, 512)),
+    ("encoder.layers.0.self_attn", "q_view", (32, 10, 8, 64)),
+    ("encoder.layers.0.self_attn", "q_transpose", (32, 8, 10, 64)),
+    ("encoder.layers.0.self_attn", "scores", (32, 8, 10, 10)),
+    ("encoder.layers.0.self_attn", "weights", (32, 8, 10, 10)),
+    ("encoder.layers.0.self_attn", "context", (32, 8, 10, 64)),
+    ("encoder.layers.0.self_attn", "context_transpose", (32, 10, 8, 64)),
+    ("encoder.layers.0.self_attn", "merged", (32, 10, 512)),
+    ("encoder.layers.0.self_attn", "output", (32, 10, 512)),
+    ("encoder.layers.0.add_norm1", "add_norm", (32, 10, 512)),
+    ("encoder.layers.0.feed_forward", "ffn_hidden", (32, 10, 2048)),
+    ("encoder.layers.0.feed_forward", "ffn_out", (32, 10, 512)),
+    ("decoder.layers.0.self_attn", "scores", (32, 8, 4, 4)),
+    ("model", "causal_mask", (4, 4)),
+    ("decoder.layers.0.cross_attn", "q_transpose", (32, 8, 4, 64)),
+    ("decoder.layers.0.cross_attn", "k_transpose", (32, 8, 10, 64)),
+    ("decoder.layers.0.cross_attn", "v_transpose", (32, 8, 10, 64)),
+    ("decoder.layers.0.cross_attn", "scores", (32, 8, 4, 10)),
+    ("decoder.layers.0.cross_attn", "output", (32, 4, 512)),
+    (HEAD, "logits", (32, 4, 30000)),
     ("model", "labels", (32, 4)),
 ]
 
 
-def test_trace_contains_every_row_of_the_seed_table():
+def test_trace_contains_every_row_of_the_source_table():
     rows = wt.trace_shapes(wt.ModelConfig(), batch=32, src_len=10, tgt_len=4)
-    found = {(r.where, r.step): r.shape for r in rows}
-    for where, step, shape in SOURCE_TABLE:
-        assert found.get((where, step)) == shape, (where, step)
+    step = wt.by_step(rows)
+    for where, step_id, shape in SOURCE_TABLE:
+        assert step[where, step_id].shape == shape, (where, step_id)
     assert all(len(r.dims.split()) == len(r.shape) for r in rows)
-    assert sum(r.step == "Add & Norm" for r in rows) == 6 * 2 + 6 * 3  # every layer ran
+    assert sum(r.step == STEPS["add_norm"].label for r in rows) == 6 * 2 + 6 * 3  # every layer ran
+    assert wt.trace_shapes(wt.ModelConfig()) == rows, "the defaults are the source articles' sizes"
 
 
 def test_trace_follows_the_sizes():
     cfg = wt.ModelConfig(src_vocab_size=100, tgt_vocab_size=77, d_model=96, num_heads=3, d_ff=40, num_layers=1)
-    rows = {(r.where, r.step): r.shape for r in wt.trace_shapes(cfg, 2, 7, 5)}
-    assert rows[("decoder.layers.0.cross_attn", "scores Q·Kᵀ/√d_k")] == (2, 3, 5, 7)
-    assert rows[("encoder.layers.0.feed_forward", "FFN hidden, ReLU")] == (2, 7, 40)
-    assert rows[("generator", "logits")] == (2, 5, 77)
+    step = wt.by_step(wt.trace_shapes(cfg, 2, 7, 5))
+    assert step["decoder.layers.0.cross_attn", "scores"].shape == (2, 3, 5, 7)
+    assert step["encoder.layers.0.feed_forward", "ffn_hidden"].shape == (2, 7, 40)
+    assert step[HEAD, "logits"].shape == (2, 5, 77)
 
 
 def test_summary_keeps_layer_zero_and_counts_repeats():
@@ -76,20 +82,73 @@ def test_trace_rejects_bad_sizes(kwargs, message):
         wt.trace_shapes(wt.ModelConfig(), **{"batch": 32, "src_len": 10, "tgt_len": 4, **kwargs})
 
 
+# ---------------------------------------------------------------------------------------------------
+# One entry point: either model, the whole sequence or one cached decoding step.
+
+def small_gpt_cfg(**changes):
+    return wt.GPTConfig(**{**dict(vocab_size=50, d_model=32, num_heads=4, num_kv_heads=2, d_ff=64, num_layers=2,
+                                  max_len=24, dropout=0.0), **changes})
+
+
+def test_a_gpt_config_traces_the_decoder_only_model_on_one_sequence():
+    cfg = small_gpt_cfg()
+    step = wt.by_step(wt.trace_shapes(cfg, 3, length=7))
+    assert step["decoder.layers.0.self_attn", "k_transpose"].shape == (3, 2, 7, 8)  # [B, H_kv, L, d_k]
+    assert step["decoder.layers.0.self_attn", "scores"].shape == (3, 4, 7, 7)
+    assert step[HEAD, "logits"].shape == (3, 7, 50) and step["model", "labels"].shape == (3, 7)
+    sizes = wt.SOURCE_SIZES
+    assert wt.trace_shapes(cfg) == wt.trace_shapes(cfg, sizes["batch"], length=sizes["src_len"] + sizes["tgt_len"])
+
+
+@pytest.mark.parametrize("cfg", [wt.ModelConfig(d_model=64, num_heads=4, d_ff=96, num_layers=2, max_len=24),
+                                 small_gpt_cfg(num_kv_heads=None)], ids=["encoder-decoder", "gpt"])
+def test_step_t_feeds_one_token_that_meets_t_cached_keys_in_either_model(cfg):
+    d_k = cfg.d_model // cfg.num_heads
+    whole = wt.by_step(wt.trace_shapes(cfg, 3, **({"length": 6} if isinstance(cfg, wt.GPTConfig) else
+                                                  {"src_len": 5, "tgt_len": 6})))
+    for t in (1, 6):
+        step = wt.by_step(wt.trace_shapes(cfg, 3, **({} if isinstance(cfg, wt.GPTConfig) else {"src_len": 5}),
+                                          step=t))
+        assert step["decoder.layers.1.self_attn", "q_transpose"].shape == (3, cfg.num_heads, 1, d_k)
+        assert step["decoder.layers.1.self_attn", "k_cached"].shape == (3, cfg.num_heads, t, d_k)
+        assert step["decoder.layers.1.self_attn", "scores"].shape == (3, cfg.num_heads, 1, t)
+        assert step[HEAD, "logits"].shape[:2] == (3, 1)
+        assert not any(r.where.startswith("encoder") for r in step.values()), "the encoder ran before step 1"
+    # step t and a length of t name the same position: the last query of the whole sequence sees t keys too
+    assert whole["decoder.layers.1.self_attn", "scores"].shape[-1] == step["decoder.layers.1.self_attn",
+                                                                           "scores"].shape[-1] == 6
+
+
+@pytest.mark.parametrize("call,error,message", [
+    (lambda: wt.trace_shapes(small_gpt_cfg(), 2, 10, 4), ValueError, "a GPTConfig traces one sequence: give its "
+                                                                      "length as length="),
+    (lambda: wt.trace_shapes(wt.ModelConfig(), 2, length=14), ValueError, "length= is the decoder-only model's"),
+    (lambda: wt.trace_shapes(wt.ModelConfig(), 2, 10, 4, step=5), ValueError, "step=5 already says how far the "
+                                                                              "decoder has read.*leave tgt_len out"),
+    (lambda: wt.trace_shapes(small_gpt_cfg(), 2, length=6, step=6), ValueError, "leave length out"),
+    (lambda: wt.trace_shapes(small_gpt_cfg(), 2, step=25), ValueError, "step=25 feeds position 24, past max_len=24"),
+    (lambda: wt.trace_shapes(small_gpt_cfg(), 2, step=0), ValueError, "step must be at least 1"),
+    (lambda: wt.trace_shapes(small_gpt_cfg(), 2, step=True), TypeError, "step must be a whole number"),
+    (lambda: wt.trace_shapes(small_gpt_cfg(), 2, length=25), ValueError, "length=25 is longer than max_len=24"),
+])
+def test_trace_refuses_sizes_that_belong_to_the_other_model_or_clash(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
 def test_record_without_an_active_trace_does_not_touch_the_tensor():
     class Untouchable:
         def __getattr__(self, name):
             raise AssertionError("record looked at the tensor while no trace was running")
     assert recording.active() is None
-    recording.record("step", Untouchable(), "B L", "meaning")
+    recording.record("scores", Untouchable())
 
 
 def test_gpt3_sized_stack_traces_on_meta():
     cfg = wt.ModelConfig(src_vocab_size=50257, tgt_vocab_size=50257, d_model=12288, num_heads=96, d_ff=49152,
                          num_layers=96, max_len=2048)
     rows = wt.trace_shapes(cfg, 1, 2048, 2048)
-    assert {(r.where, r.step): r.shape for r in rows}[("decoder.layers.95.cross_attn", "scores Q·Kᵀ/√d_k")] == \
-        (1, 96, 2048, 2048)
+    assert wt.by_step(rows)["decoder.layers.95.cross_attn", "scores"].shape == (1, 96, 2048, 2048)
 
 
 def test_command_line_prints_the_summarised_table():
@@ -108,10 +167,10 @@ def test_command_line_reports_bad_sizes_without_a_traceback():
 
 def test_remembered_ops_give_the_same_trace_as_running_every_op(monkeypatch):
     cfg = wt.ModelConfig(src_vocab_size=97, tgt_vocab_size=61, d_model=48, num_heads=6, d_ff=40, num_layers=3)
-    fast = trace.trace_shapes.__wrapped__(cfg, 3, 7, 5)
+    fast = trace._trace_pair.__wrapped__(cfg, 3, 7, 5)
     monkeypatch.setattr(trace, "_returns_fresh", lambda op: False)
     trace._meta_model.cache_clear()
-    assert trace.trace_shapes.__wrapped__(cfg, 3, 7, 5) == fast
+    assert trace._trace_pair.__wrapped__(cfg, 3, 7, 5) == fast
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -173,19 +232,20 @@ def test_trace_module_shows_our_named_steps_among_the_ops(small_cfg):
     rows = wt.trace_module(wt.Transformer(small_cfg).eval(), src, tgt)
     named = tuple(r for r in rows if not isinstance(r, trace.OpRow))
     expected = wt.trace_shapes(small_cfg, 2, 6, 3)
-    assert named == tuple(r for r in expected if r.step not in ("labels", "logits flattened", "labels flattened"))
+    loss_steps = {STEPS[i].label for i in ("labels", "logits_flat", "labels_flat")}
+    assert named == tuple(r for r in expected if r.step not in loss_steps)
     steps = [r.step for r in rows if r.where == "encoder.layers.0.self_attn"]
-    assert steps.index("aten.view") < steps.index("Q view")  # the op comes first, its named step after it
+    assert steps.index("aten.view") < steps.index(STEPS["q_view"].label)  # the op first, its named step after
 
 
-def test_summarise_folds_only_layers_that_repeat_layer_zero():
+def test_summarise_replaces_only_layers_that_repeat_layer_zero():
     rows = wt.trace_module(small_torch_transformer(3), (3, 5, 32), (3, 2, 32))
     notes = [r.where for r in wt.summarise(rows) if r.step == "(same steps as layer 0)"]
     assert notes == ["encoder.layers.1–2", "decoder.layers.1–2"]
     mlp = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.ReLU(), nn.Flatten())
     rows = wt.trace_module(mlp, (2, 4))
     assert by_step(rows, "2") == by_step(rows, "0")
-    assert wt.summarise(rows) == list(rows)  # layer 1 differs from layer 0: nothing folded, the order stays
+    assert wt.summarise(rows) == list(rows)  # layer 1 differs from layer 0: nothing summarised, the order stays
     assert by_step(rows, "4")[-1] == ("aten.flatten", (2, 4))
 
 
@@ -249,10 +309,16 @@ def test_a_module_that_cannot_run_on_meta_gets_the_op_and_the_module_path(inner,
     assert isinstance(caught.value, ValueError)
 
 
-def test_nn_transformer_with_a_mask_it_inspects_names_the_decoder():
+def test_nn_transformer_with_a_mask_it_inspects_names_the_decoder_and_the_flag_to_pass():
     mask = nn.Transformer.generate_square_subsequent_mask(2)
-    with pytest.raises(wt.trace.TraceError, match="in 'decoder'"):
+    with pytest.raises(wt.TraceError, match="in 'decoder'") as caught:
         wt.trace_module(small_torch_transformer(1), (3, 5, 32), (3, 2, 32), tgt_mask=mask)
+    assert "If tgt_mask is a causal (subsequent) mask, pass tgt_is_causal=True with it" in str(caught.value)
+    assert caught.value.where == "decoder"
+    stack = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 48, batch_first=True), 1,
+                                  enable_nested_tensor=False).eval()
+    with pytest.raises(wt.TraceError, match=r"If mask is a causal \(subsequent\) mask, pass is_causal=True"):
+        wt.trace_module(stack, (3, 5, 32), mask=nn.Transformer.generate_square_subsequent_mask(5))
     rows = wt.trace_module(small_torch_transformer(1), (3, 5, 32), (3, 2, 32), tgt_mask=mask, tgt_is_causal=True)
     assert rows[-1].shape == (3, 2, 32)
     fused = [r for r in rows if r.step == "aten.scaled_dot_product_attention"]
@@ -264,6 +330,63 @@ def test_trace_module_rejects_what_is_not_a_module():
         wt.trace_module(lambda x: x, (2, 3))
     with pytest.raises(ValueError, match="sizes >= 0"):
         wt.trace_module(nn.ReLU(), (2, -3))
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])  # a meta copy is traced, or (already on meta) the module itself
+def test_trace_module_does_not_run_the_modules_own_hooks_and_leaves_them_working(device):
+    with torch.device(device):
+        model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    saved, seen = [], []
+    handles = [model[0].register_forward_hook(lambda module, args, out: saved.append(out)),
+               model.register_forward_pre_hook(lambda module, args: seen.append(args[0].shape))]
+    rows = wt.trace_module(model, (2, 4))
+    assert rows[-1].shape == (2, 3)
+    assert saved == [] and seen == [], "a user's hook ran on meta tensors"
+    assert len(model[0]._forward_hooks) == 1 and len(model._forward_pre_hooks) == 1, "the hooks were lost"
+    if device == "cpu":  # the real module's hooks still see real activations
+        x = torch.randn(2, 4)
+        with torch.no_grad():
+            model(x)
+            expected = model[0](x)
+        assert len(saved) == 2 and saved[0].device.type == "cpu" and seen == [(2, 4)]
+        torch.testing.assert_close(saved[0], expected)
+    for handle in handles:
+        handle.remove()
+    assert not model[0]._forward_hooks and not model._forward_pre_hooks, "the user's handles still work"
+
+
+def test_trace_module_reads_a_shape_given_as_a_keyword():
+    attention = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    by_keyword = wt.trace_module(attention, (2, 3, 8), key=(2, 5, 8), value=torch.Size([2, 5, 8]), need_weights=False)
+    assert by_keyword == wt.trace_module(attention, (2, 3, 8), (2, 5, 8), (2, 5, 8), need_weights=False)
+    assert [r.shape for r in by_keyword if r.step == "aten.scaled_dot_product_attention"] == [(2, 2, 3, 4)]
+
+
+@pytest.mark.parametrize("inputs,kwargs,error,message", [
+    (([1.0, 2.0, 3.0, 4.0],), {}, TypeError, "inputs[0] is the list [1.0, 2.0, 3.0, 4.0]: give a shape as a tuple "
+                                             "((1.0, 2.0, 3.0, 4.0)) and data as a tensor"),
+    (([2, 4],), {}, TypeError, "inputs[0] is the list [2, 4]: give a shape as a tuple ((2, 4)) and data as a tensor "
+                               "(torch.tensor([2, 4]))"),
+    (((2.0, 4.0),), {}, TypeError, "inputs[0] = (2.0, 4.0) is not a shape: a shape is a tuple of whole sizes"),
+    ((np.zeros((2, 4), dtype=np.float32),), {}, TypeError, "inputs[0] is a numpy array: pass a tensor "
+                                                           "(torch.from_numpy(array)) or its shape as a tuple, (2, 4)"),
+    (((2, 4),), {"extra": np.zeros(3)}, TypeError, "extra is a numpy array"),
+    ((torch.zeros(2, 4), (2, -4)), {}, ValueError, "inputs[1] = (2, -4): a shape given as an input must have "
+                                                   "sizes >= 0"),
+])
+def test_trace_module_refuses_inputs_that_are_neither_tensors_nor_shapes(inputs, kwargs, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        wt.trace_module(nn.Linear(4, 3), *inputs, **kwargs)
+
+
+def test_trace_module_says_a_torchscript_module_cannot_be_traced_and_what_to_trace_instead():
+    python_module = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+    with pytest.raises(TypeError, match=r"module is a TorchScript module .* Trace the Python nn.Module it was made "
+                                        r"from instead"):
+        wt.trace_module(torch.jit.script(python_module), (2, 4))
+    with pytest.raises(TypeError, match=r"module\.1 is a TorchScript module"):
+        wt.trace_module(nn.Sequential(nn.Identity(), torch.jit.trace(python_module, torch.zeros(2, 4))), (2, 4))
+    assert wt.trace_module(python_module, (2, 4))[-1].shape == (2, 3)
 
 
 def test_without_the_private_dispatch_api_the_public_fallback_traces_the_same_shapes(monkeypatch, small_cfg):
@@ -309,11 +432,44 @@ def test_a_tensor_made_inside_forward_without_a_device_is_not_allocated():
         ("aten.ones", (10**6, 10**6)), ("aten.add", (2, 3))]
 
 
+def test_print_shape_prints_label_shape_and_dims_and_refuses_a_dims_count_that_differs(capsys):
+    wt.print_shape("Q after transpose", torch.zeros(2, 8, 10, 64), "B H L d_k")
+    assert capsys.readouterr().out.split() == ["Q", "after", "transpose", "[2,", "8,", "10,", "64]", "B", "H", "L",
+                                               "d_k"]
+    with pytest.raises(ValueError, match=r"x: dims 'B L' name 2 dims but the shape \[2, 3, 4\] has 3"):
+        wt.print_shape("x", torch.zeros(2, 3, 4), "B L")
+
+
+def test_assert_shape_passes_silently_or_raises_an_assertion_error():
+    wt.assert_shape(torch.zeros(2, 3), (2, 3))
+    with pytest.raises(AssertionError, match=re.escape("shape [2, 3], expected [3, 2]")):
+        wt.assert_shape(torch.zeros(2, 3), (3, 2))
+
+
+def test_shape_table_selects_steps_by_id_and_refuses_a_selection_that_finds_nothing():
+    rows = wt.trace_shapes(wt.ModelConfig(d_model=64, num_heads=4, d_ff=96, num_layers=2), 3, 5, 2)
+    picked = trace.shape_table(rows, within=("decoder.layers.0.self_attn", "decoder.layers.0.cross_attn"),
+                               steps=("q_transpose", "scores"), summarise_layers=False, highlight="scores").rows
+    assert [(r.where, r.shape) for r in picked] == [
+        ("decoder.layers.0.self_attn", (3, 4, 2, 16)), ("decoder.layers.0.self_attn", (3, 4, 2, 2)),
+        ("decoder.layers.0.cross_attn", (3, 4, 2, 16)), ("decoder.layers.0.cross_attn", (3, 4, 2, 5))]
+    with pytest.raises(ValueError, match=r"steps: 'k_grouped' \('K shared by a group'\) not traced within "
+                                         r"'encoder.layers.0.self_attn'; the named steps there are \['Q = X·W_q'"):
+        trace.shape_table(rows, within="encoder.layers.0.self_attn", steps=("q", "k_grouped"))
+    with pytest.raises(KeyError, match="no step 'Q transpose '"):
+        trace.shape_table(rows, steps=("Q transpose ",))
+    with pytest.raises(ValueError, match=r"highlight \['k_cached'\] marks no row"):
+        trace.shape_table(rows, highlight=("scores", "k_cached"))
+    everything = trace.shape_table(rows, summarise_layers=False).rows
+    assert everything == list(rows) and len(trace.shape_table(rows).rows) < len(rows)
+
+
 def test_by_step_finds_a_traced_step_by_module_and_name():
     rows = wt.trace_shapes(wt.ModelConfig.paper_base(), 32, 10, 4)
     step = wt.by_step(rows)
-    assert step["decoder.layers.0.cross_attn", "scores Q·Kᵀ/√d_k"].shape == (32, 8, 4, 10)
-    assert step["generator", "logits"].dims == "B L_tgt V"
+    assert step["decoder.layers.0.cross_attn", "scores Q·Kᵀ/√d_k"].shape == (32, 8, 4, 10)  # by label
+    assert step["decoder.layers.0.cross_attn", "scores"].shape == (32, 8, 4, 10)  # or by id
+    assert step[HEAD, "logits"].dims == "B L_tgt V"
 
 
 @pytest.mark.parametrize("batch", [True, 2.0, np.int64(2)])
@@ -325,5 +481,6 @@ def test_trace_checks_its_arguments_before_answering_from_memory(batch):
 
 
 def test_trace_names_a_config_of_the_wrong_kind():
-    with pytest.raises(TypeError, match=r"cfg must be a walkthrough\.ModelConfig, got dict"):
+    with pytest.raises(TypeError, match=r"cfg must be a walkthrough\.ModelConfig \(encoder–decoder\) or GPTConfig "
+                                        r"\(decoder-only\), got dict"):
         wt.trace_shapes({"d_model": 512}, 2, 3, 4)

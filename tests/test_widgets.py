@@ -2,9 +2,10 @@
 figures say what their axes and colours mean, and draw what the code does."""
 
 import base64
+import dataclasses
 import gc
-import inspect
 import io
+import re
 import warnings
 
 import matplotlib
@@ -16,10 +17,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 import walkthrough as wt
-from walkthrough import viz, widgets
+from walkthrough import steps, trace, viz, widgets
 
 EXPLORERS = [widgets.shape_explorer, widgets.pe_explorer, widgets.split_explorer, widgets.scale_explorer,
-             widgets.mask_explorer, widgets.cross_explorer, widgets.ffn_explorer, widgets.head_explorer,
+             widgets.mask_explorer, widgets.cross_explorer, widgets.ffn_explorer, widgets.output_head_explorer,
              widgets.cache_explorer, widgets.gqa_explorer, widgets.torch_transformer_explorer]
 
 
@@ -114,8 +115,8 @@ def test_defaults_come_from_the_model_config_and_trace(monkeypatch):
 
 
 def test_base_sizes_are_the_papers_and_the_traces():
-    assert widgets.SIZES == {name: inspect.signature(wt.trace_shapes).parameters[name].default
-                             for name in ("batch", "src_len", "tgt_len")}
+    assert widgets.SIZES == wt.SOURCE_SIZES
+    assert wt.trace_shapes(widgets.BASE) == wt.trace_shapes(widgets.BASE, **wt.SOURCE_SIZES), "the traces' defaults"
     assert widgets.BASE == wt.ModelConfig(src_vocab_size=30000, tgt_vocab_size=30000, d_model=512, num_heads=8,
                                           d_ff=2048, num_layers=6, max_len=5000, dropout=0.1, pad_id=0)
     assert widgets.SIZES == {"batch": 32, "src_len": 10, "tgt_len": 4}
@@ -177,11 +178,73 @@ def test_ffn_explorer_counts_ffn_parameters():
     assert f"{2 * 512 * 2048 + 2048 + 512:,}" in explorer.text()
 
 
+def saturation_shown(explorer) -> dict[str, tuple[float, float]]:
+    """The scale explorer's numbers as shown: row name -> (without ÷√d_k, with it)."""
+    text = explorer.text()
+    rows = {"std": r"score std\s+([\d.]+)\s+([\d.]+)", "top": r"largest weight per row \(mean\)\s+([\d.]+)\s+([\d.]+)",
+            "one_hot": r"rows near one-hot \(> [\d.]+\)\s+(\d+)\s+(\d+)"}
+    return {name: tuple(float(v) for v in re.search(pattern, text).groups()) for name, pattern in rows.items()}
+
+
 def test_scale_explorer_shows_saturation_growing_with_d_k():
     explorer = widgets.scale_explorer()
     assert "d_k = 64" in explorer.text() and len(images(explorer)) == 1
-    explorer.control("d_k").value = 256
-    assert "d_k = 256" in explorer.text()
+    shown = {64: saturation_shown(explorer)}
+    picture = images(explorer)
+    for d_k in (256, 16):
+        explorer.control("d_k").value = d_k
+        assert f"d_k = {d_k}" in explorer.text() and images(explorer) != picture
+        shown[d_k] = saturation_shown(explorer)
+    small, base, large = shown[16], shown[64], shown[256]
+    for unscaled_grows in ("std", "top", "one_hot"):
+        assert small[unscaled_grows][0] < base[unscaled_grows][0] < large[unscaled_grows][0], unscaled_grows
+    assert 1.6 < large["std"][0] / base["std"][0] < 2.5 and 1.6 < base["std"][0] / small["std"][0] < 2.5  # ∝ √d_k
+    assert max(s["std"][1] for s in shown.values()) - min(s["std"][1] for s in shown.values()) < 0.3  # stays ≈ 1
+    assert large["one_hot"][0] > large["one_hot"][1], "at d_k 256 the scale is what keeps rows from one-hot"
+
+
+@pytest.fixture
+def fresh_traces():
+    """Traces are remembered per arguments: forget them around a test that changes the table of steps."""
+    def forget():
+        for remembered in (trace._trace_pair, trace._trace_pair_step, trace._trace_gpt, trace._trace_gpt_step):
+            remembered.cache_clear()
+    forget()
+    yield
+    forget()
+
+
+def test_explorer_tables_pick_steps_by_id_so_a_renamed_step_still_shows(monkeypatch, fresh_traces):
+    renamed = (("k_cached", "K kept"), ("k_transpose", "K, heads first"), ("logits", "scores per word"))
+    for step_id, new_label in renamed:
+        monkeypatch.setitem(steps.STEPS, step_id, dataclasses.replace(steps.STEPS[step_id], label=new_label))
+    for make, label in ((widgets.cache_explorer, "K kept"), (widgets.gqa_explorer, "K, heads first"),
+                        (widgets.output_head_explorer, "scores per word")):
+        text = make().text()
+        assert label in text and "⚠" not in text, make.__name__
+
+
+@pytest.mark.parametrize("make,step_id", [(widgets.cache_explorer, "k_cached"), (widgets.gqa_explorer, "k_transpose"),
+                                          (widgets.output_head_explorer, "logits")])
+def test_an_explorer_whose_step_was_not_traced_says_so_instead_of_an_empty_table(make, step_id, monkeypatch):
+    label = steps.STEPS[step_id].label
+    real = widgets.trace_shapes
+    monkeypatch.setattr(widgets, "trace_shapes", lambda *a, **k: tuple(r for r in real(*a, **k) if r.step != label))
+    text = make().text()
+    assert f"⚠ steps: '{step_id}' ('{label}') not traced" in text and "<table" not in text
+
+
+def test_gqa_explorer_shows_the_shared_k_v_only_when_heads_share_them():
+    explorer = widgets.gqa_explorer()
+    assert "K shared by a group" not in explorer.text() and "⚠" not in explorer.text()  # 8 K/V heads for 8 heads
+    explorer.control("kv_heads").value = 2
+    assert "K shared by a group" in explorer.text() and "[32, 8, 14, 64]" in explorer.text()
+
+
+def test_cache_explorer_at_step_one_shows_the_first_cached_key():
+    explorer = widgets.cache_explorer()
+    explorer.control("step").value = 1
+    assert "[32, 8, 1, 64]" in explorer.text() and "⚠" not in explorer.text()
 
 
 def test_translation_explorer_shows_the_numeral_and_the_models_answer(trainer):
@@ -267,7 +330,7 @@ def test_head_slices_colour_matches_the_real_split():
     """Head 0's cells in the picture are exactly the features the model's split_heads gives head 0."""
     length, d_model, heads = 4, 8, 2
     x = torch.arange(length * d_model, dtype=torch.float32).view(1, length, d_model)  # [1, L, D]
-    head_0 = wt.MultiHeadAttention(d_model, heads).split_heads(x, "x")[0, 0]  # [L, d_k]
+    head_0 = wt.MultiHeadAttention(d_model, heads).split_heads(x)[0, 0]  # [L, d_k]
     fig = viz.head_slices_figure(length, d_model, heads)
     colour = colour_at(fig, fig.axes[0])
     first_head = {int(v) for v in head_0.flatten()}

@@ -14,14 +14,17 @@ allocates nothing and computes nothing: only shapes flow. Three layers, bottom t
   tagged with the module path it ran in (``encoder.layers.0.self_attn``), plus a ``Row`` for each
   ``record(...)`` call our own model makes. Repeated ops (every layer after the first makes layer 0's
   calls) are answered from memory, so a 96-layer GPT-3-sized stack traces in about a second.
-- Entry points: ``trace_shapes(cfg, ...)`` (our Transformer, named steps only) and
-  ``trace_module(module, *inputs, **kwargs)`` (any module: a meta copy is traced, the caller's module
-  is never touched). A new entry point is a few lines: build the model on the meta device (or
+- Two entry points. ``trace_shapes(cfg, batch, src_len, tgt_len)`` (our models' named steps only): a
+  ``ModelConfig`` traces the encoder–decoder, a ``GPTConfig`` the decoder-only model (``length=``), and
+  ``step=t`` traces decoding step t with the cache, for either. ``trace_module(module, *inputs,
+  **kwargs)``: any module, op by op (a meta copy is traced, the caller's module is never touched,
+  its hooks do not run). A new entry point is a few lines: build the model on the meta device (or
   ``meta_copy`` it), build meta inputs (``meta_inputs``), and call
   ``trace_callable(lambda: model.some_step(...), model)``.
 
-Views: ``summarise`` folds layers 1..N-1 into one note row when their rows repeat layer 0's;
-``shape_table(rows, depth=..., within=...)`` keeps a table readable; ``ShapeTable`` renders it.
+Views: ``summarise`` replaces layers 1..N-1 by one note row when their rows repeat layer 0's;
+``shape_table(rows, depth=..., within=..., steps=...)`` keeps a table readable; ``ShapeTable`` renders
+it (and can fold the whole table under this notebook's highlighted steps).
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ from __future__ import annotations
 import copy
 import functools
 import html
+import inspect
 import re
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -41,6 +46,7 @@ from .gpt import GPT
 from .loss import sequence_loss
 from .model import Transformer
 from .recording import Recorder, Row, listening
+from .steps import STEPS, StepRows
 
 # ---------------------------------------------------------------------------------------------------
 # The adapter: the only place that touches PyTorch's private op-interception API.
@@ -112,6 +118,27 @@ class _FunctionTap(torch.overrides.TorchFunctionMode):
 def _op_tap(tracer: _Tracer):
     """The interception context for one trace: dispatcher level when available, torch functions otherwise."""
     return (_DispatchTap if _DispatchMode is not None else _FunctionTap)(tracer)
+
+
+_MODULE_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+
+
+@contextmanager
+def _hooks_suspended(module: nn.Module):
+    """Take the hooks registered on ``module`` and its submodules away while the block runs; put them back after.
+
+    A user's hook is written for real tensors (one saving activations would keep a meta tensor): it must
+    not run on a trace. Uses ``nn.Module``'s private hook dicts; the handles the user holds stay valid.
+    """
+    saved = [(part, name, part.__dict__[name]) for part in module.modules() for name in _MODULE_HOOKS
+             if part.__dict__.get(name)]
+    for part, name, hooks in saved:
+        part.__dict__[name] = type(hooks)()
+    try:
+        yield
+    finally:
+        for part, name, hooks in saved:
+            part.__dict__[name] = hooks
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -187,7 +214,7 @@ class _Tracer:
     """State of one trace: the recorder (rows and the module-path stack), remembered ops, the last op."""
 
     def __init__(self, root: nn.Module | None, root_name: str, ops: bool):
-        self.recorder = Recorder()
+        self.recorder = Recorder(getattr(root, "dim_names", None))
         self.recorder.scopes = [root_name]
         self.paths = {id(m): name for name, m in root.named_modules() if name} if root is not None else {}
         self.ops = ops
@@ -304,7 +331,54 @@ def trace_callable(fn: Callable[[], object], root: nn.Module | None = None, *, o
 
 
 # ---------------------------------------------------------------------------------------------------
-# Entry points.
+# Our models' named steps: one entry point for both models, whole sequences or one cached decoding step.
+
+SOURCE_SIZES = {"batch": 32, "src_len": 10, "tgt_len": 4}  # the source articles' B, L_src, L_tgt
+
+
+def trace_shapes(cfg: ModelConfig | GPTConfig, batch: int | None = None, src_len: int | None = None,
+                 tgt_len: int | None = None, *, length: int | None = None, step: int | None = None) -> tuple[Row, ...]:
+    """Every named step of the real model, run on the meta device (shapes only, nothing computed), in order.
+
+    ``cfg`` picks the model. A ``ModelConfig``: the encoder–decoder ``Transformer`` on a [batch, src_len]
+    source and a [batch, tgt_len] target. A ``GPTConfig``: the decoder-only ``GPT`` on one [batch, length]
+    sequence. A whole-sequence trace ends with the loss's label and flattening steps.
+
+    ``step=t`` traces decoding step t (1, 2, ...) with the key/value cache instead: the t - 1 tokens before
+    it are in the cache already (filled first, not traced) and one new token per sequence is fed, at
+    position t - 1; its query [B, H, 1, d_k] meets t cached keys. The step says how far the decoder has
+    read, so ``tgt_len`` (``length``) is left out; the encoder–decoder's encoder ran once before step 1 and
+    is not in the trace (its memory's keys are: [B, H, src_len, d_k]). The step ends with logits [B, 1, V].
+
+    Sizes left out are the source articles' (``SOURCE_SIZES``: B = 32, L_src = 10, L_tgt = 4); a GPT reads
+    their source and target as one sequence of L_src + L_tgt = 14 tokens.
+    """
+    if not isinstance(cfg, (ModelConfig, GPTConfig)):
+        raise TypeError(f"cfg must be a walkthrough.ModelConfig (encoder–decoder) or GPTConfig (decoder-only), "
+                        f"got {type(cfg).__name__}")
+    is_gpt = isinstance(cfg, GPTConfig)
+    if is_gpt and (src_len is not None or tgt_len is not None):
+        raise ValueError("a GPTConfig traces one sequence: give its length as length=... (src_len and tgt_len are "
+                         "the encoder–decoder's, for a ModelConfig)")
+    if not is_gpt and length is not None:
+        raise ValueError("length= is the decoder-only model's one sequence (a GPTConfig); a ModelConfig takes "
+                         "src_len and tgt_len")
+    batch = SOURCE_SIZES["batch"] if batch is None else batch
+    check_positive_int("batch", batch)
+    if not is_gpt:
+        src_len = SOURCE_SIZES["src_len"] if src_len is None else src_len
+        _check_length("src_len", src_len, cfg.max_len)
+    if step is not None:
+        _check_step(step, tgt_len if not is_gpt else length, "length" if is_gpt else "tgt_len", cfg.max_len)
+        return _trace_gpt_step(cfg, batch, step) if is_gpt else _trace_pair_step(cfg, batch, src_len, step)
+    if is_gpt:
+        length = SOURCE_SIZES["src_len"] + SOURCE_SIZES["tgt_len"] if length is None else length
+        _check_length("length", length, cfg.max_len)
+        return _trace_gpt(cfg, batch, length)
+    tgt_len = SOURCE_SIZES["tgt_len"] if tgt_len is None else tgt_len
+    _check_length("tgt_len", tgt_len, cfg.max_len)
+    return _trace_pair(cfg, batch, src_len, tgt_len)
+
 
 def _check_length(name: str, value, max_len: int) -> None:
     check_positive_int(name, value)
@@ -312,42 +386,67 @@ def _check_length(name: str, value, max_len: int) -> None:
         raise ValueError(f"{name}={value} is longer than max_len={max_len}; raise max_len or shorten {name}")
 
 
+def _check_step(step, decoded_len, decoded_name: str, max_len: int) -> None:
+    check_positive_int("step", step)
+    if decoded_len is not None:
+        raise ValueError(f"step={step} already says how far the decoder has read ({step - 1} cached tokens and the "
+                         f"new one): leave {decoded_name} out")
+    if step > max_len:
+        raise ValueError(f"step={step} feeds position {step - 1}, past max_len={max_len}: "
+                         f"choose step <= {max_len} or raise max_len")
+
+
+# The traces themselves take checked sizes only, so remembering them per arguments is safe: a slider that
+# comes back to a size it showed before costs nothing. Models are kept per config: moving batch or a length
+# reuses the model.
+
 @functools.lru_cache(maxsize=8)
 def _meta_model(cfg):
-    """The model on the meta device, kept per config: a slider that moves only batch or lengths reuses it."""
+    """The model (``Transformer`` or ``GPT``) on the meta device, kept per config."""
     with torch.device("meta"):
-        return Transformer(cfg).eval()  # eval: dropout's random masks are work with no shape to show
+        return (GPT(cfg) if isinstance(cfg, GPTConfig) else Transformer(cfg)).eval()  # eval: no dropout masks
 
 
-def _remembered(trace):
-    """Remember a trace's rows per arguments, but only arguments it has checked: keyed by type too (so 2.0
-    or True is refused, not mistaken for a traced 2), and unhashable ones go to the trace to be refused."""
-    remembered = functools.lru_cache(maxsize=256, typed=True)(trace)
-
-    @functools.wraps(trace)
-    def wrapper(*args, **kwargs):
-        try:
-            hash((args, tuple(kwargs.items())))
-        except TypeError:
-            return trace(*args, **kwargs)  # refused there, with a message that names the argument
-        return remembered(*args, **kwargs)
-    wrapper.cache_clear = remembered.cache_clear
-    return wrapper
+def _ids(batch: int, length: int) -> torch.Tensor:
+    return torch.zeros(batch, length, dtype=torch.long, device="meta")  # [B, L]: only the shape matters
 
 
-@_remembered
-def trace_shapes(cfg, batch: int = 32, src_len: int = 10, tgt_len: int = 4) -> tuple[Row, ...]:
-    """Run ``Transformer(cfg)`` on the meta device for a [batch, src_len] -> [batch, tgt_len] pair and
-    return every recorded step, in order, with the loss's label and flattening steps at the end."""
-    if not isinstance(cfg, ModelConfig):
-        raise TypeError(f"cfg must be a walkthrough.ModelConfig, got {type(cfg).__name__}")
-    check_positive_int("batch", batch)
-    _check_length("src_len", src_len, cfg.max_len)
-    _check_length("tgt_len", tgt_len, cfg.max_len)
+@functools.lru_cache(maxsize=256)
+def _trace_pair(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> tuple[Row, ...]:
     model = _meta_model(cfg)
-    src = torch.zeros(batch, src_len, dtype=torch.long, device="meta")
-    tgt = torch.zeros(batch, tgt_len, dtype=torch.long, device="meta")
+    src, tgt = _ids(batch, src_len), _ids(batch, tgt_len)
     return trace_callable(lambda: sequence_loss(model(src, tgt), tgt, cfg.pad_id), model, ops=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _trace_pair_step(cfg: ModelConfig, batch: int, src_len: int, step: int) -> tuple[Row, ...]:
+    model = _meta_model(cfg)
+    src = _ids(batch, src_len)
+    memory = torch.empty(batch, src_len, cfg.d_model, device="meta")  # what model.encode(src) gives
+    cache = model.new_cache(src)
+    with torch.inference_mode():
+        if step > 1:  # the earlier steps at once: the cache ends up as after step - 1 single steps
+            model.decode(_ids(batch, step - 1), memory, src, cache)
+    new_token = _ids(batch, 1)  # [B, 1]
+    return trace_callable(lambda: model.output_head(model.decode(new_token, memory, src, cache)), model, ops=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _trace_gpt(cfg: GPTConfig, batch: int, length: int) -> tuple[Row, ...]:
+    model = _meta_model(cfg)
+    ids = _ids(batch, length)  # the ids shifted by one serve as labels: only shapes matter here
+    return trace_callable(lambda: sequence_loss(model(ids), ids, cfg.pad_id), model, ops=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _trace_gpt_step(cfg: GPTConfig, batch: int, step: int) -> tuple[Row, ...]:
+    model = _meta_model(cfg)
+    cache = model.new_cache(batch)
+    with torch.inference_mode():
+        if step > 1:
+            model(_ids(batch, step - 1), cache)
+    new_token = _ids(batch, 1)  # [B, 1]
+    return trace_callable(lambda: model(new_token, cache), model, ops=False)
 
 
 def meta_copy(module: nn.Module) -> nn.Module:
@@ -375,26 +474,44 @@ def meta_copy(module: nn.Module) -> nn.Module:
                          f"yourself (with torch.device('meta'): module = ...) and trace that") from error
 
 
-def _meta_value(value, top_level: bool):
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, torch.Tensor)
+
+
+def _meta_value(value, name: str, top_level: bool, keyword: bool = False):
+    """One input for a meta trace (``name`` says which, for messages): see ``meta_inputs``."""
     if isinstance(value, torch.Tensor):
         return value if value.device.type == "meta" else torch.empty_like(value, device="meta")
-    if top_level and isinstance(value, (tuple, list, torch.Size)) and value \
-            and all(isinstance(n, int) and not isinstance(n, bool) for n in value):
-        if any(n < 0 for n in value):
-            raise ValueError(f"a shape given as an input must have sizes >= 0, got {list(value)}")
-        return torch.empty(tuple(value), device="meta")
+    if type(value).__module__ == "numpy" and hasattr(value, "shape"):
+        raise TypeError(f"{name} is a numpy array: pass a tensor (torch.from_numpy(array)) or its shape as a "
+                        f"tuple, {tuple(value.shape)}")
+    if top_level and isinstance(value, (tuple, list)) and value and all(_is_number(n) for n in value):
+        whole = all(isinstance(n, int) and not isinstance(n, bool) for n in value)
+        if isinstance(value, list) and not keyword:
+            raise TypeError(f"{name} is the list {value}: give a shape as a tuple ({tuple(value)}) and data as a "
+                            f"tensor (torch.tensor({value}))")
+        if isinstance(value, tuple) and not whole:
+            raise TypeError(f"{name} = {value} is not a shape: a shape is a tuple of whole sizes such as "
+                            f"(32, 10, 512); for data pass a tensor (torch.tensor({list(value)}))")
+        if isinstance(value, tuple) and any(n < 0 for n in value):
+            raise ValueError(f"{name} = {value}: a shape given as an input must have sizes >= 0")
+        return torch.empty(value, device="meta") if isinstance(value, tuple) else value
     if isinstance(value, (tuple, list)):
-        return type(value)(_meta_value(v, False) for v in value)
+        return type(value)(_meta_value(v, f"{name}[{i}]", False) for i, v in enumerate(value))
     if isinstance(value, dict):
-        return {k: _meta_value(v, False) for k, v in value.items()}
+        return {k: _meta_value(v, f"{name}[{k!r}]", False) for k, v in value.items()}
     return value
 
 
 def meta_inputs(*inputs, **kwargs) -> tuple[tuple, dict]:
     """Inputs for a meta trace: tensors become meta tensors of the same shape and dtype (inside lists,
-    tuples and dicts too); a positional shape such as ``(32, 10, 512)`` becomes a float meta tensor.
-    For integer ids pass a tensor (``torch.zeros(32, 10, dtype=torch.long)``) rather than a shape."""
-    return (tuple(_meta_value(v, True) for v in inputs), {k: _meta_value(v, False) for k, v in kwargs.items()})
+    tuples and dicts too); a shape, a tuple of whole sizes such as ``(32, 10, 512)`` or a ``torch.Size``,
+    given as an input or a keyword argument, becomes a float meta tensor. For integer ids pass a tensor
+    (``torch.zeros(32, 10, dtype=torch.long)``). A list of numbers as an input and a numpy array are
+    refused with a message (give a tuple for a shape, a tensor for data); other keyword values (flags,
+    a list of sizes) go to ``forward`` as they are."""
+    return (tuple(_meta_value(v, f"inputs[{i}]", True) for i, v in enumerate(inputs)),
+            {k: _meta_value(v, k, True, keyword=True) for k, v in kwargs.items()})
 
 
 def trace_module(module: nn.Module, *inputs, **kwargs) -> tuple[Row, ...]:
@@ -403,17 +520,50 @@ def trace_module(module: nn.Module, *inputs, **kwargs) -> tuple[Row, ...]:
     ``inputs``: real tensors, meta tensors or shapes (see ``meta_inputs``); ``kwargs`` go to the
     module's forward. Returns ``OpRow``s (module path, op or module class, output shape, input shapes)
     and, for our own model, its named-step ``Row``s among them. The module keeps its train/eval mode:
-    call ``.eval()`` first to leave dropout out. Nothing is allocated.
+    call ``.eval()`` first to leave dropout out. Nothing is allocated, and the module's own forward and
+    backward hooks do not run (they were written for real tensors: a hook saving activations keeps them).
     """
-    model = meta_copy(module)
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    scripted = next((path for path, part in module.named_modules() if isinstance(part, torch.jit.ScriptModule)), None)
+    if scripted is not None:
+        which = f"module.{scripted}" if scripted else "module"
+        raise TypeError(f"{which} is a TorchScript module (torch.jit.script or torch.jit.trace): its compiled code "
+                        f"runs outside Python, where the meta-device trace cannot follow it. Trace the Python "
+                        f"nn.Module it was made from instead (the one you passed to torch.jit.script)")
     args, kw = meta_inputs(*inputs, **kwargs)
-    return trace_callable(lambda: model(*args, **kw), model)
+    with _hooks_suspended(module):
+        model = meta_copy(module)  # copied while the hooks are away: the copy has none
+        try:
+            return trace_callable(lambda: model(*args, **kw), model)
+        except TraceError as error:
+            hint = _causal_flag_hint(module, kwargs)
+            if hint is None:
+                raise
+            raise TraceError(f"{error}. {hint}", error.op, error.where) from error
+
+
+def _causal_flag_hint(module: nn.Module, kwargs: dict) -> str | None:
+    """For a mask given without its ``*is_causal`` flag (``nn.Transformer``'s ``tgt_mask``): PyTorch reads the
+    mask's values to see whether it is causal, which the meta device cannot; the flag tells it instead."""
+    try:
+        accepted = inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):
+        return None
+    for name, value in kwargs.items():
+        if not (name.endswith("mask") and "padding" not in name and isinstance(value, torch.Tensor)):
+            continue
+        flag = next((f for f in (name[:-len("mask")] + "is_causal", "is_causal") if f in accepted), None)
+        if flag is not None and kwargs.get(flag) is not True:
+            return (f"If {name} is a causal (subsequent) mask, pass {flag}=True with it: PyTorch then trusts the "
+                    f"flag instead of reading the mask's values, which the meta device does not have")
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------
-# Printing and folding.
+# Printing, asserting, summarising.
 
-def show(label: str, tensor: torch.Tensor, dims: str) -> None:
+def print_shape(label: str, tensor: torch.Tensor, dims: str) -> None:
     """Print one line: a label, the tensor's shape, and what each dim means (checked to match in number)."""
     if len(dims.split()) != tensor.dim():
         raise ValueError(f"{label}: dims {dims!r} name {len(dims.split())} dims but the shape "
@@ -422,15 +572,16 @@ def show(label: str, tensor: torch.Tensor, dims: str) -> None:
 
 
 def by_step(rows) -> dict[tuple[str, str], Row]:
-    """Traced rows keyed by (where, step), to look a step up: ``by_step(rows)["generator", "logits"].shape``.
+    """Traced rows keyed by (where, step), to look a step up: ``by_step(rows)["decoder", "decoder_output"].shape``
+    (a step by its id in ``wt.STEPS`` or by its label).
 
     A step recorded twice in one module (a mask made for two uses) keeps its last row.
     """
-    return {(row.where, row.step): row for row in rows}
+    return StepRows(((row.where, row.step), row) for row in rows)
 
 
-def check_shape(tensor: torch.Tensor, expected: tuple[int, ...]) -> None:
-    """Assert a shape, d2l-style: a claim about a shape is a line that fails if the claim is wrong."""
+def assert_shape(tensor: torch.Tensor, expected: tuple[int, ...]) -> None:
+    """Assert a shape, d2l-style: a claim about a shape is a line that fails (AssertionError) if it is wrong."""
     if tuple(tensor.shape) != tuple(expected):
         raise AssertionError(f"shape {list(tensor.shape)}, expected {list(expected)}")
 
@@ -446,7 +597,8 @@ def _block(row: Row) -> tuple[str, int, str] | None:
 
 def summarise(rows: tuple[Row, ...]) -> list[Row]:
     """Keep layer 0 of each stack in full; replace layers 1, 2, ... by one note row while their rows repeat
-    layer 0's (same relative paths, steps and shapes). From the first layer that differs on, all stay in full."""
+    layer 0's (same relative paths, steps and shapes). From the first layer that differs on, all stay in full.
+    (``shape_table(rows, summarise_layers=False)`` keeps every layer.)"""
     blocks: list[tuple[tuple[str, int] | None, list[Row]]] = []
     for row in rows:
         place = _block(row)
@@ -461,25 +613,25 @@ def summarise(rows: tuple[Row, ...]) -> list[Row]:
 
     first: dict[str, list] = {}  # stack -> layer 0's rows, while layers 1, 2, ... keep repeating them
     out: list[Row] = []
-    folded: tuple[str, list[int]] | None = None
+    repeating: tuple[str, list[int]] | None = None  # the stack and the layers that repeat layer 0 so far
     for key, block_rows in blocks:
         if key is not None and key[1] == 0:
             first[key[0]] = signature(block_rows)
         repeats_first = key is not None and key[1] > 0 and first.get(key[0]) == signature(block_rows)
         if key is not None and key[1] > 0 and not repeats_first:
             first.pop(key[0], None)  # a layer that differs ends the folding: the order stays readable
-        if repeats_first and folded is not None and folded[0] == key[0]:
-            folded[1].append(key[1])
+        if repeats_first and repeating is not None and repeating[0] == key[0]:
+            repeating[1].append(key[1])
             continue
-        if folded is not None:
-            out.append(_repeat_row(*folded))
-            folded = None
+        if repeating is not None:
+            out.append(_repeat_row(*repeating))
+            repeating = None
         if repeats_first:
-            folded = (key[0], [key[1]])
+            repeating = (key[0], [key[1]])
         else:
             out.extend(block_rows)
-    if folded is not None:
-        out.append(_repeat_row(*folded))
+    if repeating is not None:
+        out.append(_repeat_row(*repeating))
     return out
 
 
@@ -492,24 +644,40 @@ def _depth(where: str) -> int:
     return 0 if where == "model" else where.count(".") + 1
 
 
-def shape_table(rows, *, depth: int | None = None, within: str | None = None, fold: bool = True,
+def shape_table(rows, *, depth: int | None = None, within: str | tuple[str, ...] | None = None,
+                steps: tuple[str, ...] | None = None, summarise_layers: bool = True,
                 highlight: tuple[str, ...] | str = ()) -> ShapeTable:
-    """A readable view of traced rows: ``within`` keeps one module's rows (``"encoder.layers.0.self_attn"``);
-    ``depth`` shows modules down to that many path parts as one row each (ops down to one part fewer);
-    ``fold`` summarises layers 1..N-1; ``highlight`` marks rows whose step or path contains a text."""
+    """A readable view of traced rows.
+
+    ``within`` keeps the rows of one module and its submodules (``"encoder.layers.0.self_attn"``, or a tuple
+    of such paths); ``steps`` keeps our model's named steps with these ids (``wt.STEPS``: ``("q_transpose",
+    "scores")``), in traced order; ``depth`` shows modules down to that many path parts as one row each
+    (ops down to one part fewer); ``summarise_layers`` replaces layers 1..N-1 by a note while they repeat
+    layer 0 (``summarise``); ``highlight`` marks rows (see ``ShapeTable``). A ``within`` path or a step id
+    that selects no row is a ValueError (an unknown id a KeyError): a renamed step never empties a table.
+    """
     rows = list(rows)
     if within is not None:
-        inside = [r for r in rows if r.where == within or r.where.startswith(within + ".")]
-        if not inside:
-            paths = sorted({r.where for r in rows if isinstance(r, OpRow) and r.kind == "module"})[:8]
-            raise ValueError(f"within={within!r} matches no row's module path; paths look like {paths}")
-        rows = inside
+        paths = (within,) if isinstance(within, str) else tuple(within)
+        for path in paths:
+            if not any(r.where == path or r.where.startswith(path + ".") for r in rows):
+                modules = sorted({r.where for r in rows if isinstance(r, OpRow) and r.kind == "module"})[:8]
+                raise ValueError(f"within={path!r} matches no row's module path; paths look like "
+                                 f"{modules or sorted({r.where for r in rows})[:8]}")
+        rows = [r for r in rows if any(r.where == path or r.where.startswith(path + ".") for path in paths)]
+    if steps is not None:
+        labels = {STEPS[i].label: i for i in ((steps,) if isinstance(steps, str) else steps)}  # unknown id: KeyError
+        missing = [f"{i!r} ({label!r})" for label, i in labels.items() if all(r.step != label for r in rows)]
+        if missing:
+            traced = list(dict.fromkeys(r.step for r in rows if not isinstance(r, OpRow)))
+            raise ValueError(f"steps: {', '.join(missing)} not traced{f' within {within!r}' if within else ''}; "
+                             f"the named steps there are {traced}")
+        rows = [r for r in rows if r.step in labels]
     if depth is not None:
         check_positive_int("depth", depth)
         rows = [r for r in rows if _depth(r.where) < depth
                 or (isinstance(r, OpRow) and r.kind == "module" and _depth(r.where) == depth)]
-    highlight = (highlight,) if isinstance(highlight, str) else tuple(highlight)
-    return ShapeTable(summarise(rows) if fold else rows, highlight)
+    return ShapeTable(summarise(rows) if summarise_layers else rows, highlight)
 
 
 def _shape_text(row: Row) -> str:
@@ -530,18 +698,31 @@ _NOWRAP = ("", "", ";white-space:nowrap", ";white-space:nowrap", "")  # a shape 
 
 
 class ShapeTable:
-    """Shows rows as an HTML table in a notebook (matching steps highlighted) and as text elsewhere.
+    """Shows rows as an HTML table in a notebook (highlighted rows marked) and as text elsewhere.
 
-    ``fold``: show the highlighted rows first and fold the full table below them (for the long map).
+    ``highlight``: a step id (``"scores"``, see ``wt.STEPS``) marks that step's rows; any other text marks
+    the rows whose step or module path contains it (``"decoder.layers.0.cross_attn"``, ``"aten.linear"``).
+    One that marks no row is a ValueError naming it. ``fold``: show the highlighted rows first and fold
+    the full table below them (a collapsible "whole map", for the long map).
     """
 
-    def __init__(self, rows, highlight: tuple[str, ...] = (), fold: bool = False):
+    def __init__(self, rows, highlight: tuple[str, ...] | str = (), fold: bool = False):
         self.rows = list(rows)
-        self.highlight = highlight
+        self.highlight = (highlight,) if isinstance(highlight, str) else tuple(highlight)
         self.fold = fold
+        self._labels = {STEPS[h].label for h in self.highlight if h in STEPS}
+        self._texts = tuple(h for h in self.highlight if h not in STEPS)
+        unmarked = [h for h in self.highlight if not any(self._marks(h, r) for r in self.rows)]
+        if unmarked:
+            raise ValueError(f"highlight {unmarked} marks no row: give a step id (wt.STEPS) or a text found in a "
+                             f"step or module path of these {len(self.rows)} rows")
+
+    @staticmethod
+    def _marks(text: str, row: Row) -> bool:
+        return row.step == STEPS[text].label if text in STEPS else (text in row.step or text in row.where)
 
     def _is_highlighted(self, row: Row) -> bool:
-        return any(h in row.step or h in row.where for h in self.highlight)
+        return row.step in self._labels or any(t in row.step or t in row.where for t in self._texts)
 
     def __repr__(self) -> str:
         return format_table(self.rows)
@@ -566,79 +747,9 @@ class ShapeTable:
                 f"{self._table_html(self.rows)}</details>")
 
 
-def shape_map(cfg=None, batch: int = 32, src_len: int = 10, tgt_len: int = 4,
-              highlight: tuple[str, ...] | str = ()) -> ShapeTable:
-    """The series' map: the summarised trace at the given sizes, with the steps of this notebook highlighted."""
+def shape_map(cfg: ModelConfig | GPTConfig | None = None, batch: int | None = None, src_len: int | None = None,
+              tgt_len: int | None = None, highlight: tuple[str, ...] | str = (), **sizes) -> ShapeTable:
+    """The series' map: the summarised trace (``trace_shapes``: same sizes, same defaults, ``length=`` and
+    ``step=`` too) with the steps of this notebook highlighted first and the whole map folded below."""
     cfg = ModelConfig() if cfg is None else cfg  # the defaults are the paper's base sizes
-    highlight = (highlight,) if isinstance(highlight, str) else tuple(highlight)
-    return ShapeTable(summarise(trace_shapes(cfg, batch, src_len, tgt_len)), highlight, fold=True)
-
-
-# ---------------------------------------------------------------------------------------------------
-# One decoding step with the key/value cache (notebook 08).
-
-@_remembered
-def trace_decoding_step(cfg, batch: int = 32, src_len: int = 10, step: int = 5) -> tuple[Row, ...]:
-    """Trace decoding step ``step`` (1, 2, ...) of ``Transformer(cfg)`` with its cache, on the meta device.
-
-    Steps 1..step-1 fill the cache first (not traced); the traced call feeds one new token per sentence
-    ([batch, 1], at position step-1) and returns its recorded steps: the query [B, H, 1, d_k] meets the
-    ``step`` cached keys [B, H, step, d_k] (scores [B, H, 1, step]) and the memory's keys
-    [B, H, src_len, d_k] (scores [B, H, 1, src_len]); the step ends with logits [B, 1, V]. The encoder
-    is not in it: it ran once, before step 1.
-    """
-    if not isinstance(cfg, ModelConfig):
-        raise TypeError(f"cfg must be a walkthrough.ModelConfig, got {type(cfg).__name__}")
-    check_positive_int("batch", batch)
-    _check_length("src_len", src_len, cfg.max_len)
-    check_positive_int("step", step)
-    if step > cfg.max_len:
-        raise ValueError(f"step={step} feeds position {step - 1}, past max_len={cfg.max_len}: "
-                         f"choose step <= {cfg.max_len} or raise max_len")
-    model = _meta_model(cfg)
-    src = torch.zeros(batch, src_len, dtype=torch.long, device="meta")
-    memory = torch.empty(batch, src_len, cfg.d_model, device="meta")  # what model.encode(src) gives
-    cache = model.new_cache(src)
-    cache.source = None  # meta ids hold no values to compare, and this source never changes
-    with torch.inference_mode():
-        if step > 1:  # the earlier steps at once: the cache ends up as after step-1 single steps
-            model.decode(torch.zeros(batch, step - 1, dtype=torch.long, device="meta"), memory, src, cache)
-    new_token = torch.zeros(batch, 1, dtype=torch.long, device="meta")  # [B, 1]
-    return trace_callable(lambda: model.generator(model.decode(new_token, memory, src, cache)), model, ops=False)
-
-
-# ---------------------------------------------------------------------------------------------------
-# The decoder-only model (notebook 09).
-
-@functools.lru_cache(maxsize=8)
-def _meta_gpt(cfg):
-    """The GPT on the meta device, kept per config (as ``_meta_model``)."""
-    with torch.device("meta"):
-        return GPT(cfg).eval()
-
-
-@_remembered
-def trace_gpt(cfg, batch: int = 32, length: int = 10, cached: bool = False) -> tuple[Row, ...]:
-    """Run ``GPT(cfg)`` on the meta device on [batch, length] ids and return every recorded step, in order.
-
-    ``cached=False``: the whole sequence at once, then the loss's label steps (the ids shifted by one
-    serve as labels; only shapes matter here). ``cached=True``: positions 0..length-2 fill the cache
-    first (not traced) and the traced call feeds one new token per sequence at position length-1:
-    its query [B, H, 1, d_k] meets ``length`` cached keys [B, H_kv, length, d_k].
-    """
-    if not isinstance(cfg, GPTConfig):
-        raise TypeError(f"cfg must be a walkthrough.GPTConfig, got {type(cfg).__name__}")
-    check_positive_int("batch", batch)
-    _check_length("length", length, cfg.max_len)
-    if not isinstance(cached, bool):
-        raise TypeError(f"cached must be True or False, got {cached!r}")
-    model = _meta_gpt(cfg)
-    if not cached:
-        ids = torch.zeros(batch, length, dtype=torch.long, device="meta")
-        return trace_callable(lambda: sequence_loss(model(ids), ids, cfg.pad_id), model, ops=False)
-    cache = model.new_cache(batch)
-    with torch.inference_mode():
-        if length > 1:
-            model(torch.zeros(batch, length - 1, dtype=torch.long, device="meta"), cache)
-    new_token = torch.zeros(batch, 1, dtype=torch.long, device="meta")  # [B, 1]
-    return trace_callable(lambda: model(new_token, cache), model, ops=False)
+    return ShapeTable(summarise(trace_shapes(cfg, batch, src_len, tgt_len, **sizes)), highlight, fold=True)

@@ -3,8 +3,9 @@
 Every explorer asks the student to predict before moving anything (its question sits above the
 controls), keeps the controls beside what they change, and shows a bad combination as a one-line
 message in place of its output, never a traceback. Default sizes come from the package itself:
-``ModelConfig.paper_base()`` (the paper's base model) and ``trace_shapes``' batch and lengths (the
-source articles' B = 32, L_src = 10, L_tgt = 4).
+``ModelConfig.paper_base()`` (the paper's base model) and ``trace_shapes``' batch and lengths
+(``SOURCE_SIZES``: the source articles' B = 32, L_src = 10, L_tgt = 4). Tables pick their rows by module
+path and step id (``wt.STEPS``), and a step that is not there is a message, never an empty table.
 
 A new explorer is ``explorer([slider(...), ...], render, question)``: ``render`` takes the controls'
 values by their names and returns what to show (a figure, a table, text, or a tuple of them).
@@ -17,7 +18,6 @@ import dataclasses
 import functools
 import gc
 import html
-import inspect
 import io
 import math
 from collections.abc import Callable, Sequence
@@ -33,12 +33,12 @@ from .data import MAX_NUMBER, chinese_numeral, english_words
 from .flash import flash_tiles
 from .masks import causal_mask, padding_mask
 from .model import Transformer
-from .trace import ShapeTable, shape_map, shape_table, trace_decoding_step, trace_gpt, trace_module, trace_shapes
+from .steps import STEPS
+from .trace import SOURCE_SIZES, shape_map, shape_table, trace_module, trace_shapes
 from .train import cross_attention_map
 
 BASE = ModelConfig.paper_base()  # the paper's base model, vocabularies of 30000 as in the source articles
-SIZES = {name: p.default for name, p in inspect.signature(trace_shapes).parameters.items()
-         if p.default is not p.empty}  # batch, src_len, tgt_len: the source articles' sizes
+SIZES = SOURCE_SIZES  # batch, src_len, tgt_len: the source articles' sizes, the traces' defaults
 FIGURE_DPI = 72  # explorer figures: small enough to sit beside their controls on a 1366x768 projector
 CONTROLS_WIDTH = "250px"
 
@@ -77,7 +77,7 @@ class Explorer(widgets.VBox):
                 return w
         raise KeyError(f"no control named {name!r}; the controls are {[w.description for w in self.controls]}")
 
-    def show(self, parts: Sequence[dict]) -> None:
+    def set_outputs(self, parts: Sequence[dict]) -> None:
         """Put one display output in each output area (adding areas as needed, emptying the rest)."""
         while len(self.outputs) < len(parts):
             self.outputs.append(widgets.Output(layout=widgets.Layout(margin="0 12px 0 0")))
@@ -112,7 +112,7 @@ def explorer(controls: list[widgets.Widget], render: Callable[..., object], ques
         gc.disable()  # no full collection in the middle of a move (they cost 100-300 ms in a notebook's kernel)
         torch.set_num_threads(1)  # tensors this small gain nothing from threads, and on a busy server
         try:                      # waiting for a second one cost up to a second per move
-            box.show(_display(render, {w.description: w.value for w in box.controls}))
+            box.set_outputs(_display(render, {w.description: w.value for w in box.controls}))
         finally:
             torch.set_num_threads(threads)
             if collecting:
@@ -167,8 +167,9 @@ def split_explorer() -> Explorer:
     split drawn as blocks (x [B, L, D] -> view [B, L, H, d_k] -> transpose [B, H, L, d_k])."""
     def render(batch, src_len, d_model, heads):
         rows = trace_shapes(_config(d_model, heads, layers=1), batch, src_len, 1)
-        table = ShapeTable([r for r in rows if r.where == "encoder.layers.0.self_attn"],
-                           highlight=("view", "transpose"))
+        table = shape_table(rows, within="encoder.layers.0.self_attn", summarise_layers=False,
+                            highlight=("q_view", "q_transpose", "k_view", "k_transpose", "v_view", "v_transpose",
+                                       "context_transpose"))
         return viz.split_chain_figure(batch, src_len, d_model, heads, layout=None), table
     return explorer([slider("batch", SIZES["batch"], 1, 64), slider("src_len", SIZES["src_len"], 1, 32),
                      slider("d_model", BASE.d_model, 16, 1024, 16), slider("heads", BASE.num_heads, 1, 16)],
@@ -227,7 +228,7 @@ def cross_explorer() -> Explorer:
             model(src, tgt)
         weights = model.decoder.layers[0].cross_attn.attn_weights[0, 0]  # [L_tgt, L_src]
         rows = trace_shapes(_config(layers=1), SIZES["batch"], src_len, tgt_len)
-        table = ShapeTable([r for r in rows if r.where == "decoder.layers.0.cross_attn"], highlight=("scores",))
+        table = shape_table(rows, within="decoder.layers.0.cross_attn", summarise_layers=False, highlight="scores")
         figure = Figure(figsize=(5.2, 3.4))
         viz.heatmap(weights, [f"y{i}" for i in range(tgt_len)], [f"x{j}" for j in range(src_len)],
                     title=f"head 0: [L_tgt, L_src] = [{tgt_len}, {src_len}]", ax=figure.add_subplot(), cmap="Blues",
@@ -245,7 +246,7 @@ def ffn_explorer() -> Explorer:
     def render(d_model, d_ff, src_len):
         cfg = _config(d_model, d_ff=d_ff, layers=1)  # d_model moves in steps of 16, so 8 heads always fit
         rows = trace_shapes(cfg, SIZES["batch"], src_len, 1)
-        table = ShapeTable([r for r in rows if r.where.startswith("encoder.layers.0.feed_forward")])
+        table = shape_table(rows, within="encoder.layers.0.feed_forward", summarise_layers=False)
         return table, _Text(format_costs(encoder_layer_costs(cfg, SIZES["batch"], src_len)))
     return explorer([slider("d_model", BASE.d_model, 16, 1024, 16), slider("d_ff", BASE.d_ff, 16, 8192, 16),
                      slider("src_len", SIZES["src_len"], 1, 512)], render,
@@ -253,12 +254,11 @@ def ffn_explorer() -> Explorer:
                     f"parameter count grow?")
 
 
-def head_explorer() -> Explorer:
+def output_head_explorer() -> Explorer:
     """Notebook 06: the output head and the loss's shapes for any batch, target length and vocabulary."""
     def render(batch, tgt_len, vocab):
         rows = trace_shapes(_config(layers=1, vocab=vocab), batch, SIZES["src_len"], tgt_len)
-        return ShapeTable([r for r in rows
-                           if r.where in ("generator", "decoder") or r.step.startswith(("labels", "logits"))])
+        return shape_table(rows, steps=("decoder_output", "logits", "labels", "logits_flat", "labels_flat"))
     return explorer([slider("batch", SIZES["batch"], 1, 128), slider("tgt_len", SIZES["tgt_len"], 1, 32),
                      slider("vocab", BASE.tgt_vocab_size, 10, 50000, 10)], render,
                     f"Before you move vocab from {BASE.tgt_vocab_size} to 10000: what will the logits' shape be, "
@@ -334,10 +334,12 @@ def gqa_explorer() -> Explorer:
                         d_ff=BASE.d_ff, num_layers=layers, max_len=BASE.max_len, dropout=0.0)
         costs = gqa_costs(cfg, SIZES["batch"], GPT_LENGTH)
         full = gqa_costs(dataclasses.replace(cfg, num_kv_heads=None), SIZES["batch"], GPT_LENGTH)
-        rows = trace_gpt(cfg, SIZES["batch"], GPT_LENGTH)
-        table = ShapeTable([r for r in rows if r.where == "decoder.layers.0.self_attn"
-                            and r.step.startswith(("Q transpose", "K", "V", "scores"))],
-                           highlight=("K transpose", "V transpose"))
+        rows = trace_shapes(cfg, SIZES["batch"], length=GPT_LENGTH)
+        grouped = ("k_grouped", "v_grouped") if kv_heads < heads else ()  # H_kv = H: nothing is shared
+        table = shape_table(rows, within="decoder.layers.0.self_attn", summarise_layers=False,
+                            steps=("q_transpose", "k", "k_view", "k_transpose", "v", "v_view", "v_transpose",
+                                   *grouped, "scores"),
+                            highlight=("k_transpose", "v_transpose"))
         summary = _Text(f"K and V per layer   {list(costs.k_shape)}  [B, H_kv, L, d_k]\n"
                         f"query heads per K/V head   {heads // kv_heads}\n"
                         f"attention weights per layer   {costs.attention_parameters:,}"
@@ -356,13 +358,13 @@ def cache_explorer() -> Explorer:
     caches drawn per layer (self-attention: one more position each step; cross-attention: fixed), their bytes."""
     def render(step, batch, src_len, d_model, heads, layers):
         cfg = _config(d_model, heads, layers=layers)
-        rows = trace_decoding_step(cfg, batch, src_len, step)
-        table = ShapeTable([r for r in rows if r.where in ("decoder.layers.0.self_attn", "decoder.layers.0.cross_attn")
-                            and r.step in ("Q transpose", "K in the cache", "scores Q·Kᵀ/√d_k", "output W_o")],
-                           highlight=("K in the cache",))
+        rows = trace_shapes(cfg, batch, src_len, step=step)
+        table = shape_table(rows, within=("decoder.layers.0.self_attn", "decoder.layers.0.cross_attn"),
+                            steps=("q_transpose", "k_cached", "scores", "output"), summarise_layers=False,
+                            highlight="k_cached")
         held = {"self": 0, "cross": 0}
         for r in rows:
-            if r.step == "K in the cache":  # V has K's shape: K and V together are twice K
+            if r.step == STEPS["k_cached"].label:  # V has K's shape: K and V together are twice K
                 held["cross" if r.where.endswith("cross_attn") else "self"] += 2 * 4 * torch.Size(r.shape).numel()
         figure = viz.cache_figure(layers, step, src_len)
         d_k = d_model // heads
