@@ -56,7 +56,8 @@ def _box(row: wt.Row, layers: int) -> str:
     """The heading of the box a traced row goes in."""
     parts = row.where.split(".")
     if parts[0] in ("src_embed", "tgt_embed"):
-        return f"{'source' if parts[0] == 'src_embed' else 'target'} embedding ({row.where})"
+        side = "source embedding, its padding mask" if parts[0] == "src_embed" else "target embedding, the masks"
+        return f"{side} ({row.where})"
     if len(parts) >= 4 and parts[1] == "layers":
         stack = parts[0]
         kind = (ENCODER_SUBLAYERS if stack == "encoder" else {}).get(parts[3], SUBLAYERS.get(parts[3], parts[3]))

@@ -1,0 +1,71 @@
+"""The one-page shape sheet: the committed HTML is what the tool makes from the traced model now (so it cannot drift),
+it holds the source articles' shapes, and Chromium prints it on one A4 landscape page."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pypdf import PdfReader
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))
+import shape_sheet  # noqa: E402
+
+CHROMIUM = os.environ.get("WALKTHROUGH_CHROMIUM", "/usr/bin/chromium")
+# The shapes the source articles derive (DESIGN.md's table), written out here as the independent reference.
+ARTICLE_SHAPES = ["[32, 10]", "[32, 4]", "[32, 10, 512]", "[32, 10, 8, 64]", "[32, 8, 10, 64]", "[32, 8, 10, 10]",
+                  "[32, 10, 2048]", "[32, 8, 4, 4]", "[4, 4]", "[32, 8, 4, 64]", "[32, 8, 4, 10]", "[32, 4, 512]",
+                  "[32, 4, 30000]", "[128, 30000]"]
+
+
+@pytest.fixture(scope="module")
+def sheet() -> str:
+    return shape_sheet.sheet_html()
+
+
+def test_the_committed_sheet_is_what_the_tool_makes_now(sheet):
+    committed = (REPO / "docs" / "shape-sheet.html").read_text(encoding="utf-8")
+    assert committed == sheet, "docs/shape-sheet.html is out of date: run `make sheet` and commit it"
+
+
+def test_the_sheet_holds_every_shape_the_source_articles_derive_with_named_dims(sheet):
+    cells = re.findall(r"<td class='shape'>(.*?)</td><td class='dims'>(.*?)</td>", sheet)
+    shapes = {shape for shape, _ in cells}
+    assert set(ARTICLE_SHAPES) <= shapes
+    for shape, dims in cells:  # every shape has one named dim per size
+        assert len(dims.split()) == shape.count(",") + 1, (shape, dims)
+    for size in ("B = 32", "L_src = 10", "L_tgt = 4", "D = 512", "H = 8", "d_k = 64", "d_ff = 2048", "V = 30000",
+                 "N = 6"):
+        assert size in sheet
+
+
+def test_the_sheet_runs_from_the_embedding_to_the_loss_in_the_models_order(sheet):
+    steps = re.findall(r"<tr><td>(.*?)</td>", sheet)
+    assert steps[0] == "ids" and steps[1] == "embedding"
+    assert steps[-3:] == ["labels", "logits flattened", "labels flattened"]
+    headings = re.findall(r"<h2>(.*?) <small>", sheet)
+    assert headings.index("encoder layer: self-attention") < headings.index("decoder layer: cross-attention") \
+        < headings.index("loss")
+
+
+def test_the_pdf_is_one_a4_landscape_page(tmp_path, sheet):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"no Chromium at {CHROMIUM}: `make browser` installs it, or set WALKTHROUGH_CHROMIUM")
+    html = tmp_path / "sheet.html"
+    html.write_text(sheet, encoding="utf-8")
+    pdf = shape_sheet.print_pdf(html, tmp_path / "sheet.pdf", CHROMIUM)
+    reader = PdfReader(pdf)
+    assert len(reader.pages) == 1
+    box = reader.pages[0].mediabox
+    assert (round(float(box.width)), round(float(box.height))) == (842, 595)  # A4 landscape in points
+    text = reader.pages[0].extract_text()
+    assert "[32, 8, 4, 10]" in text and "[32, 4, 30000]" in text
+
+
+def test_make_sheet_and_make_api_are_targets():
+    dry = subprocess.run(["make", "-n", "sheet", "api"], cwd=REPO, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    assert "tools/shape_sheet.py --pdf" in dry.stdout and "pdoc" in dry.stdout
