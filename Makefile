@@ -10,7 +10,7 @@ LAB_ARGS ?=
 STAMP := $(VENV)/.setup-done
 LAB_SETTINGS := $(VENV)/.lab-settings-done
 
-.PHONY: setup browser lab test lint html clean
+.PHONY: setup browser lab test lint html sheet api clean
 
 setup: $(STAMP) $(LAB_SETTINGS)
 
@@ -53,5 +53,14 @@ lint: setup
 html: setup
 	$(BIN)/python tools/build_site.py _site
 
+# The one-page shape sheet (A4 landscape), traced from the model, never typed: docs/shape-sheet.html (committed;
+# a test checks it is up to date) and docs/shape-sheet.pdf (printed by headless Chromium, one page or it fails).
+sheet: setup browser
+	WALKTHROUGH_CHROMIUM=$(CHROMIUM) $(BIN)/python tools/shape_sheet.py --pdf
+
+# The API reference from the docstrings (pdoc) into _api/ (git-ignored): open _api/index.html.
+api: setup
+	$(BIN)/python -m pdoc walkthrough -o _api
+
 clean:
-	rm -rf $(VENV) _site
+	rm -rf $(VENV) _site _api
