@@ -81,11 +81,12 @@ def test_attention_wants_three_dims():
 @pytest.mark.parametrize("kwargs,error,message", [
     (dict(sos_id=1.5), TypeError, "sos_id must be a whole-number token id, got 1.5"),
     (dict(eos_id=19), ValueError, r"eos_id must be a token id in \[0, 19\), got 19"),
-    (dict(max_len=65), ValueError, "max_len=65 new tokens need positions up to 64, but the model has max_len=64"),
-    (dict(max_len=0), ValueError, "max_len must be at least 1"),
+    (dict(max_new_tokens=65), ValueError,
+     "max_new_tokens=65 need positions up to 64, but the model has max_len=64"),
+    (dict(max_new_tokens=0), ValueError, "max_new_tokens must be at least 1"),
 ])
 def test_greedy_decode_checks_its_ids_before_any_work(model, kwargs, error, message):
-    args = {"max_len": 5, "sos_id": 1, "eos_id": 2, **kwargs}
+    args = {"max_new_tokens": 5, "sos_id": 1, "eos_id": 2, **kwargs}
     with pytest.raises(error, match=message):
         wt.greedy_decode(model, torch.ones(2, 3, dtype=torch.long), **args)
 

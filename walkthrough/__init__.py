@@ -7,29 +7,26 @@ stays light in a script or a test that draws nothing.
 import importlib
 
 from . import cost
-from .attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
+from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_product_attention
+from .cache import DecodingCache, KVCache
 from .config import GPTConfig, ModelConfig
 from .data import PHRASES, Vocab, chinese_numeral, english_words, numeral_vocabs, pad_batch, phrase_vocabs
-from .embedding import Embedding, PositionalEncoding, apply_rope, sinusoidal_table
+from .decoding import greedy_decode, greedy_generate, greedy_steps
+from .embedding import Embedding, PositionalEncoding, sinusoidal_table
 from .exercises import check_exercise
 from .flash import flash_attention, flash_attention_backward, flash_tiles
-from .gpt import GPT, greedy_generate
+from .gpt import GPT
 from .language_model import GPTSettings, GPTTrainer, load_gpt_checkpoint, save_gpt_checkpoint
-from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward
+from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward, OutputHead
 from .loss import sequence_loss
 from .masks import causal_mask, decoder_self_mask, padding_mask, to_blocked
-from .model import (
-    DecodingCache,
-    OutputHead,
-    Transformer,
-    copy_torch_attention,
-    greedy_decode,
-    greedy_steps,
-    load_torch_transformer,
-)
+from .model import Transformer
 from .model_check import block_gaps, check_model, side_by_side
+from .pytorch import copy_torch_attention, load_torch_transformer
 from .quiz import ask_shape, check_shape_answer
 from .recording import Row
+from .rope import apply_rope
+from .steps import STEPS, Step
 from .trace import (
     SOURCE_SIZES,
     OpRow,
@@ -59,6 +56,7 @@ __all__ = [
     "GPT",
     "PHRASES",
     "SOURCE_SIZES",
+    "STEPS",
     "AddNorm",
     "DecoderLayer",
     "DecodingCache",
@@ -76,6 +74,7 @@ __all__ = [
     "PositionalEncoding",
     "Row",
     "ShapeTable",
+    "Step",
     "TraceError",
     "TrainSettings",
     "Trainer",
@@ -83,8 +82,8 @@ __all__ = [
     "Vocab",
     "apply_rope",
     "ask_shape",
-    "block_gaps",
     "assert_shape",
+    "block_gaps",
     "by_step",
     "causal_mask",
     "check_exercise",
@@ -103,6 +102,7 @@ __all__ = [
     "greedy_generate",
     "greedy_steps",
     "held_out_pairs",
+    "keep_attention_weights",
     "load_checkpoint",
     "load_gpt_checkpoint",
     "load_torch_transformer",
@@ -125,9 +125,7 @@ __all__ = [
     "trace_module",
     "trace_shapes",
     "translate",
-    "viz",
     "warmup_lr",
-    "widgets",
 ]
 
 

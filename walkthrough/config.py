@@ -5,6 +5,12 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
+
+try:
+    import resource  # Unix: the process's own limits
+except ImportError:  # Windows has no RLIMIT_AS
+    resource = None
 
 
 def check_positive_int(name: str, value, hint: str = "") -> None:
@@ -61,17 +67,83 @@ def _check_dropout(dropout) -> None:
         raise ValueError(f"dropout must be in [0, 1) (0.1 is usual), got {dropout}")
 
 
-def check_fits_in_memory(parameters: int, buffers: int, what: str) -> None:
-    """Refuse to build a model whose float32 weights and tables would not fit in this machine's memory."""
-    needed = 4 * (parameters + buffers)
+def parameter_count(cfg: ModelConfig | GPTConfig) -> int:
+    """Every learned number of the model ``cfg`` describes (a shared matrix counted once); tested equal to the
+    built model's own count, so it cannot drift from the model."""
+    d, f, layers = cfg.d_model, cfg.d_ff, cfg.num_layers
+    feed_forward, norm = 2 * d * f + f + d, 2 * d  # two linears with biases; a LayerNorm's scale and shift
+    if isinstance(cfg, GPTConfig):
+        kv = cfg.kv_heads * cfg.d_k  # K and V project to the K/V heads only
+        attention = 2 * (d * d + d) + 2 * (d * kv + kv)
+        return cfg.vocab_size * d + layers * (attention + feed_forward + 2 * norm) + norm + d * cfg.vocab_size \
+            + cfg.vocab_size
+    attention = 4 * (d * d + d)
+    embeddings = cfg.src_vocab_size * d + (0 if cfg.share_embeddings else cfg.tgt_vocab_size * d)
+    head = (0 if cfg.share_embeddings else d * cfg.tgt_vocab_size) + cfg.tgt_vocab_size
+    encoder = layers * (attention + feed_forward + 2 * norm) + norm
+    decoder = layers * (2 * attention + feed_forward + 3 * norm) + norm
+    return embeddings + encoder + decoder + head
+
+
+def build_peak_bytes(cfg: ModelConfig | GPTConfig) -> int:
+    """Peak memory of building the model in float32: weights, position tables, and one table more.
+
+    A sinusoidal table [max_len, D] is filled from two temporaries of half its size (the angles, then their
+    sines or cosines), so while the last table is built the process holds everything plus one table. RoPE
+    builds no table. Tested against the peaks measured when building (tests/test_bad_input.py).
+    """
+    tables = 0 if isinstance(cfg, GPTConfig) and cfg.positions == "rope" else (
+        1 if isinstance(cfg, GPTConfig) else 2)  # the encoder-decoder's two embeddings each hold one
+    table = cfg.max_len * cfg.d_model
+    return 4 * (parameter_count(cfg) + tables * table + (table if tables else 0))
+
+
+def _read_number(path: Path) -> int | None:
     try:
-        available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # not a POSIX system: no limit we can read
-        return
-    if needed > available // 2:
-        raise ValueError(f"{what} would need {needed / 2**30:.1f} GiB of weights and position tables, more than "
-                         f"half of this machine's {available / 2**30:.0f} GiB: lower max_len, the vocabulary or the "
-                         f"sizes (to see shapes at any size, trace on the meta device: wt.trace_shapes)")
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):  # absent, "max" (no limit), unreadable
+        return None
+
+
+def memory_headroom(cgroup: Path = Path("/sys/fs/cgroup")) -> tuple[int, str] | None:
+    """Bytes this process may still allocate and the limit that says so, the tightest of: its container's
+    memory limit (cgroup v2, then v1), its address-space limit (RLIMIT_AS), the machine's available memory.
+    None where no limit can be read."""
+    found = []
+    for limit_file, usage_file in (("memory.max", "memory.current"),
+                                   ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes")):
+        limit, usage = _read_number(cgroup / limit_file), _read_number(cgroup / usage_file)
+        if limit is not None and usage is not None and limit < 2**60:  # v1 writes "no limit" as about 2**63
+            found.append((limit - usage, f"the container's memory limit ({limit / 2**30:.1f} GiB, cgroup)"))
+            break
+    if resource is not None:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            pages = _read_number(Path("/proc/self/statm")) or 0  # the address space in use, in pages
+            found.append((soft - pages * os.sysconf("SC_PAGE_SIZE"),
+                          f"this process's address-space limit (RLIMIT_AS, {soft / 2**30:.1f} GiB)"))
+    try:
+        meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+        found.append((int(meminfo["MemAvailable"].split()[0]) * 1024, "the memory this machine has available"))
+    except (OSError, KeyError, ValueError):  # not Linux: all of the machine's memory
+        try:
+            found.append((os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"))
+        except (ValueError, OSError, AttributeError):
+            pass
+    return min(found) if found else None
+
+
+def check_fits_in_memory(cfg: ModelConfig | GPTConfig, what: str) -> None:
+    """Refuse, before allocating anything, to build a model whose peak while building (``build_peak_bytes``)
+    exceeds what this process may still allocate (``memory_headroom``)."""
+    headroom = memory_headroom()
+    needed = build_peak_bytes(cfg)
+    if headroom is not None and needed > headroom[0]:
+        room, limit = headroom
+        raise ValueError(f"{what} would need about {needed / 2**30:.1f} GiB while it is built (weights, position "
+                         f"tables and the temporaries that fill them), but {limit} leaves this process "
+                         f"{max(room, 0) / 2**30:.1f} GiB: lower max_len, the vocabulary or the sizes (to see "
+                         f"shapes at any size, trace on the meta device: wt.trace_shapes)")
 
 
 @dataclass(frozen=True)

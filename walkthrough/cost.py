@@ -26,9 +26,9 @@ def _parts(layer: EncoderLayer, x: torch.Tensor):
     """Each sublayer as (name, its modules, a function running just that part on ready inputs and returning
     its result), for x [B, L, D]."""
     attn, ffn = layer.self_attn, layer.feed_forward
-    q = attn.split_heads(attn.w_q(x), "Q")  # [B, H, L, d_k]
-    k = attn.split_heads(attn.w_k(x), "K")
-    v = attn.split_heads(attn.w_v(x), "V")
+    q = attn.split_heads(attn.w_q(x))  # [B, H, L, d_k]
+    k = attn.split_heads(attn.w_k(x))
+    v = attn.split_heads(attn.w_v(x))
     scores = q @ k.transpose(-2, -1)  # [B, H, L, L]
     weights = scores.softmax(-1)  # [B, H, L, L]
     norms = (layer.add_norm1, layer.add_norm2)
@@ -89,7 +89,7 @@ def kv_sharing(heads: int, kv_heads: int) -> torch.Tensor:
     """[H, H_kv]: 1 where query head h reads K/V head j, as the real ``MultiHeadAttention.expand_kv`` decides."""
     attention = MultiHeadAttention(2 * heads, heads, num_kv_heads=kv_heads)  # the smallest one; checks kv_heads
     marker = torch.arange(kv_heads, dtype=torch.float32).view(1, kv_heads, 1, 1)  # [1, H_kv, 1, 1]: head j holds j
-    read = attention.expand_kv(marker, "K").view(heads).long()  # [H]: the K/V head each query head reads
+    read = attention.expand_kv(marker).view(heads).long()  # [H]: the K/V head each query head reads
     return torch.nn.functional.one_hot(read, kv_heads)  # [H, H_kv]
 
 
@@ -107,7 +107,7 @@ def gqa_costs(cfg: GPTConfig, batch: int = 32, length: int = 14) -> GQACosts:
     with torch.device("meta"):
         attention = MultiHeadAttention(cfg.d_model, cfg.num_heads, num_kv_heads=cfg.num_kv_heads)
         x = torch.empty(batch, length, cfg.d_model)  # [B, L, D]
-        k = attention.split_heads(attention.w_k(x), "K", attention.num_kv_heads)  # [B, H_kv, L, d_k]
+        k = attention.split_heads(attention.w_k(x), attention.num_kv_heads)  # [B, H_kv, L, d_k]
     parameters = sum(p.numel() for p in attention.parameters())
     kv_heads, d_k = k.size(1), k.size(3)
     return GQACosts(tuple(k.shape), parameters, 2 * cfg.num_layers * kv_heads * d_k * 4)

@@ -222,7 +222,7 @@ def check_split_heads(fn, inputs):
     for _ in range(CASES):
         batch, length, heads, d_k = inputs.sizes(4)
         x = inputs.randn(batch, length, heads * d_k)  # [B, L, D]
-        expected = MultiHeadAttention(heads * d_k, heads).split_heads(x, "x")  # [B, H, L, d_k]
+        expected = MultiHeadAttention(heads * d_k, heads).split_heads(x)  # [B, H, L, d_k]
         mistakes = {
             "a straight view to [B, H, L, d_k] cuts across tokens: the shape is right, but each 'head' holds "
             "pieces of several tokens. View to [B, L, H, d_k] first, then transpose(1, 2).":
@@ -411,7 +411,7 @@ def check_expand_kv_heads(fn, inputs):
         kv_heads = inputs.random.randint(2, 4)
         heads = kv_heads * inputs.random.randint(2, 3)
         k = inputs.randn(batch, kv_heads, length, d_k)
-        expected = MultiHeadAttention(heads * d_k, heads, num_kv_heads=kv_heads).expand_kv(k, "K")
+        expected = MultiHeadAttention(heads * d_k, heads, num_kv_heads=kv_heads).expand_kv(k)
         mistakes = {
             "the K/V heads are tiled (repeat): query head h got K/V head h % H_kv. Each K/V head serves a "
             "group of consecutive query heads: use repeat_interleave.": k.repeat(1, heads // kv_heads, 1, 1),
@@ -426,7 +426,7 @@ def check_heads_into_batch(fn, inputs):
     for _ in range(CASES):
         length, batch, heads, d_k = inputs.sizes(4)
         x = inputs.randn(length, batch, heads * d_k)  # [L, B, D]
-        ours = MultiHeadAttention(heads * d_k, heads).split_heads(x.transpose(0, 1), "x")  # [B, H, L, d_k]
+        ours = MultiHeadAttention(heads * d_k, heads).split_heads(x.transpose(0, 1))  # [B, H, L, d_k]
         expected = ours.reshape(batch * heads, length, d_k)  # [B·H, L, d_k]: row b·H + h is sentence b, head h
         mistakes = {
             "the heads are scrambled: reshaping [B, L, D] straight to [B·H, L, d_k] cuts across tokens. "

@@ -25,10 +25,7 @@ class GPT(nn.Module):
         if not isinstance(cfg, GPTConfig):
             raise TypeError(f"cfg must be a walkthrough.GPTConfig, got {type(cfg).__name__}")
         if torch.empty(0).device.type != "meta":
-            d = cfg.d_model
-            weights = 2 * cfg.vocab_size * d + cfg.num_layers * (2 * d * d + 2 * d * cfg.kv_heads * cfg.d_k
-                                                                  + 2 * d * cfg.d_ff)
-            check_fits_in_memory(weights, cfg.max_len * d, "this GPT")
+            check_fits_in_memory(cfg, "this GPT")
         self.cfg = cfg
         rope = cfg.positions == "rope"
         self.embed = Embedding(cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.dropout, add_positions=not rope)

@@ -25,7 +25,8 @@ from .checkpoints import (
 )
 from .config import GPTConfig
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
-from .gpt import GPT, greedy_generate
+from .decoding import greedy_generate
+from .gpt import GPT
 from .loss import sequence_loss
 from .train import TrainSettings, check_texts, held_out_pairs
 from .training import TrainingLoop, check_threads, torch_threads

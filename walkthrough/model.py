@@ -116,13 +116,6 @@ def self_attention_mask(model: nn.Module, new_ids: torch.Tensor, cache: Decoding
     return decoder_self_mask(cache.append(new_ids), model.cfg.pad_id, new_ids.size(1))
 
 
-def _parameter_estimate(cfg: ModelConfig) -> int:
-    """Weights of the encoder-decoder, to refuse one that cannot fit before allocating it (biases left out)."""
-    d, f = cfg.d_model, cfg.d_ff
-    embeddings = cfg.src_vocab_size * d + (0 if cfg.share_embeddings else 2 * cfg.tgt_vocab_size * d)
-    return embeddings + cfg.num_layers * (4 * d * d + 2 * d * f) + cfg.num_layers * (8 * d * d + 2 * d * f)
-
-
 class Transformer(nn.Module):
     """src ids [B, L_src], tgt ids [B, L_tgt] -> logits [B, L_tgt, V_tgt]."""
 
@@ -133,7 +126,7 @@ class Transformer(nn.Module):
         if not isinstance(cfg, ModelConfig):
             raise TypeError(f"cfg must be a walkthrough.ModelConfig, got {type(cfg).__name__}")
         if torch.empty(0).device.type != "meta":  # on the meta device nothing is allocated: any size is fine
-            check_fits_in_memory(_parameter_estimate(cfg), 2 * cfg.max_len * cfg.d_model, "this Transformer")
+            check_fits_in_memory(cfg, "this Transformer")
         self.cfg = cfg
         self.src_embed = Embedding(cfg.src_vocab_size, cfg.d_model, cfg.max_len, cfg.dropout)
         self.tgt_embed = Embedding(cfg.tgt_vocab_size, cfg.d_model, cfg.max_len, cfg.dropout)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from .attention import keep_attention_weights
 from .checkpoints import (
     CHECKPOINT_FORMAT,
     check_checkpoint_path,
@@ -22,8 +23,9 @@ from .checkpoints import (
 )
 from .config import ModelConfig, check_positive_int
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
+from .decoding import greedy_decode
 from .loss import sequence_loss
-from .model import Transformer, greedy_decode
+from .model import Transformer
 from .training import (
     Batch,
     TrainingLoop,
@@ -182,7 +184,8 @@ def cross_attention_map(trainer: Trainer, zh: str, en: str, layer: int = -1):
     batch = make_batch([(zh, en)], trainer.src_vocab, trainer.tgt_vocab)
     was_training = trainer.model.training
     trainer.model.eval()
-    trainer.model(batch.src, batch.tgt_in)
+    with keep_attention_weights(trainer.model):
+        trainer.model(batch.src, batch.tgt_in)
     trainer.model.train(was_training)
     weights = trainer.model.decoder.layers[layer].cross_attn.attn_weights[0].mean(0)  # [L_tgt, L_src]
     predicted = [trainer.tgt_vocab.itos[i] for i in batch.labels[0]]

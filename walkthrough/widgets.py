@@ -27,6 +27,7 @@ import torch
 from matplotlib.figure import Figure
 
 from . import viz
+from .attention import keep_attention_weights
 from .config import GPTConfig, ModelConfig
 from .cost import encoder_layer_costs, format_costs, gqa_costs, kv_sharing
 from .data import MAX_NUMBER, chinese_numeral, english_words
@@ -224,7 +225,7 @@ def cross_explorer() -> Explorer:
         generator = torch.Generator().manual_seed(0)
         src = torch.randint(4, 50, (1, src_len), generator=generator)  # [1, L_src]
         tgt = torch.randint(4, 50, (1, tgt_len), generator=generator)  # [1, L_tgt]
-        with torch.no_grad():
+        with torch.no_grad(), keep_attention_weights(model):
             model(src, tgt)
         weights = model.decoder.layers[0].cross_attn.attn_weights[0, 0]  # [L_tgt, L_src]
         rows = trace_shapes(_config(layers=1), SIZES["batch"], src_len, tgt_len)
