@@ -28,7 +28,7 @@ def attention():
 
 def test_model_split_gives_each_head_its_slice_of_every_token(attention):
     x = torch.randn(BATCH, LENGTH, D_MODEL)  # [B, L, D]
-    heads = attention.split_heads(x, "x")  # [B, H, L, d_k]
+    heads = attention.split_heads(x)  # [B, H, L, d_k]
     for h in range(HEADS):
         for t in range(LENGTH):
             torch.testing.assert_close(heads[:, h, t], x[:, t, h * D_K:(h + 1) * D_K])
@@ -36,7 +36,7 @@ def test_model_split_gives_each_head_its_slice_of_every_token(attention):
 
 def test_straight_view_has_the_same_shape_and_scrambled_heads(attention):
     x = torch.randn(BATCH, LENGTH, D_MODEL)  # [B, L, D]
-    right = attention.split_heads(x, "x")  # [B, H, L, d_k]
+    right = attention.split_heads(x)  # [B, H, L, d_k]
     wrong = x.view(BATCH, HEADS, LENGTH, D_K)  # [B, H, L, d_k] by name only
     assert wrong.shape == right.shape
     assert not torch.equal(wrong, right)
@@ -101,7 +101,7 @@ def test_pytorch_three_mask_conventions_give_our_output():
     additive = torch.zeros(blocked.shape).masked_fill(blocked, -math.inf)
     torch.testing.assert_close(reference(x, x, x, attn_mask=blocked)[0], expected)
     torch.testing.assert_close(reference(x, x, x, attn_mask=additive)[0], expected)
-    heads = [ours.split_heads(w(x), n) for w, n in zip((ours.w_q, ours.w_k, ours.w_v), "QKV")]
+    heads = [ours.split_heads(w(x)) for w in (ours.w_q, ours.w_k, ours.w_v)]
     fused = F.scaled_dot_product_attention(*heads, attn_mask=allowed)  # [B, H, L, d_k]
     torch.testing.assert_close(ours.w_o(ours.merge_heads(fused)), expected)
     # the conventions really are opposite: our mask passed as if it were True = blocked changes the result

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough.layers import DecoderLayerCache
+from walkthrough.cache import DecoderLayerCache
 
 SOS, EOS, PAD = wt.Vocab.sos_id, wt.Vocab.eos_id, wt.Vocab.pad_id
 CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "numerals.pt"
@@ -26,7 +26,7 @@ def tiny_model(max_len: int = 40, layers: int = 2, vocab: int = 31, seed: int = 
 def never_ending(model: wt.Transformer) -> wt.Transformer:
     """Make <eos> lose every argmax, so decoding runs all max_len steps."""
     with torch.no_grad():
-        model.generator.proj.bias[EOS] = -1e4
+        model.output_head.proj.bias[EOS] = -1e4
     return model
 
 
@@ -103,7 +103,7 @@ def test_decoding_up_to_the_model_max_len():
     src = padded_source(batch=3)
     ids = assert_same_decoding(model, src, max_len=24)
     assert ids.shape == (3, 25)  # <sos> + 24 new tokens: positions 0..23 were all used
-    with pytest.raises(ValueError, match=r"max_len=25 new tokens.*max_len=24"):
+    with pytest.raises(ValueError, match=r"max_new_tokens=25 need.*max_len=24"):
         list(wt.greedy_steps(model, src, 25, SOS, EOS))
 
 
@@ -172,12 +172,12 @@ def test_new_token_gets_the_positional_encoding_of_its_position_not_zero():
 
         # The slip: embedding the new token as if it were position 0.
         slipped_cache = warm_cache()
-        y = model.tgt_embed(prefix[:, t:], "tgt", 0)
+        y = model.tgt_embed(prefix[:, t:], 0)
         mask = wt.decoder_self_mask(slipped_cache.append(prefix[:, t:]), PAD, new_positions=1)
         slipped = model.decoder(y, memory, mask, wt.padding_mask(src, PAD), slipped_cache)[:, -1]
     assert not torch.allclose(slipped, full, rtol=1e-3, atol=1e-3)
     pe = model.tgt_embed.position.pe
-    torch.testing.assert_close(model.tgt_embed(prefix[:, t:], "tgt", t) - model.tgt_embed(prefix[:, t:], "tgt", 0),
+    torch.testing.assert_close(model.tgt_embed(prefix[:, t:], t) - model.tgt_embed(prefix[:, t:], 0),
                                (pe[t] - pe[0]).expand(3, 1, -1))
 
 
@@ -194,7 +194,7 @@ def test_self_cache_grows_by_one_position_and_cross_cache_is_made_once():
     first_cross = None
     with torch.no_grad():
         for t in range(1, 9):
-            logits = model.generator(model.decode(ys[:, -1:], memory, src, cache))  # [B, 1, V]
+            logits = model.output_head(model.decode(ys[:, -1:], memory, src, cache))  # [B, 1, V]
             ys = torch.cat([ys, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
             assert len(cache) == t and cache.ids.shape == (4, t)
             for layer_cache in cache.layers:
@@ -302,8 +302,8 @@ def test_trace_of_a_cached_step_at_the_source_sizes():
         assert self_attn["scores Q·Kᵀ/√d_k"] == (32, 8, 1, t)
         assert cross["K in the cache"] == (32, 8, 10, 64)
         assert cross["scores Q·Kᵀ/√d_k"] == (32, 8, 1, 10)
-        assert _shapes(rows, "tgt_embed")["tgt ids"] == (32, 1)  # one new token per sentence
-        assert _shapes(rows, "generator")["logits"] == (32, 1, 30000)
+        assert _shapes(rows, "tgt_embed")["ids"] == (32, 1)  # one new token per sentence
+        assert _shapes(rows, "output_head")["logits"] == (32, 1, 30000)
         assert sum(r.step == "K in the cache" for r in rows) == 2 * 6  # every layer, both attentions
         # the memory's K/V are projected at step 1 only; later steps read them from the cache
         assert ("K = X·W_k" in cross) == (t == 1)
@@ -359,3 +359,113 @@ def test_cache_explorer_shows_a_bad_combination_as_a_message():
     assert "⚠" in text and "not divisible" in text and "Traceback" not in text
     explorer.control("heads").value = 8
     assert "⚠" not in explorer.text()
+
+
+def test_rope_with_a_filled_fixed_cache_rotates_the_queries_as_the_first_call_did():
+    """A fixed (cross-attention style) cache reuses the first call's K and V: the queries must be rotated the
+    same way at every call, or two calls on the same input differ (they did, by up to 0.107)."""
+    torch.manual_seed(0)
+    attention = wt.MultiHeadAttention(16, 2, rope=True).eval()
+    x = torch.randn(2, 5, 16)  # [B, L, D]
+    cache = wt.KVCache(grows=False)
+    with torch.no_grad():
+        first, second = attention(x, x, x, cache=cache), attention(x, x, x, cache=cache)
+        torch.testing.assert_close(second, first)
+        torch.testing.assert_close(first, attention(x, x, x))  # and both equal the uncached call
+
+
+def test_a_failed_decoding_step_leaves_the_cache_as_it_was():
+    """A float64 memory at the first step failed inside the decoder and left half a step in the cache (the count
+    grown, only layer 0's keys made), so the next correct call failed with a mask-shape error."""
+    model, src = tiny_model(), padded_source()
+    memory = model.encode(src)
+    cache = model.new_cache(src)
+    sos = torch.full((src.size(0), 1), SOS)
+    with torch.no_grad():
+        with pytest.raises((ValueError, TypeError, RuntimeError)):
+            model.decode(sos, memory.double(), src, cache)
+        assert len(cache) == 0 and all(k is None for layer in cache.layers
+                                       for k in (layer.self_attn.k, layer.cross_attn.k))
+        torch.testing.assert_close(model.decode(sos, memory, src, cache), model.decode(sos, memory, src))
+
+
+def test_a_step_that_fails_in_a_later_layer_is_undone_in_every_layer(monkeypatch):
+    model, src = tiny_model(), padded_source()
+    memory = model.encode(src)
+    cache = model.new_cache(src)
+    sos = torch.full((src.size(0), 1), SOS)
+    with torch.no_grad():
+        model.decode(sos, memory, src, cache)  # step 1 completes
+        before = [(layer.self_attn.k, layer.self_attn.v, layer.cross_attn.k) for layer in cache.layers]
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("out of memory (pretend)")
+
+        monkeypatch.setattr(model.decoder.layers[1].feed_forward, "forward", broken)
+        with pytest.raises(RuntimeError, match="pretend"):
+            model.decode(sos, memory, src, cache)  # layer 0 has appended its keys by now
+        monkeypatch.undo()
+        assert len(cache) == 1
+        assert all(layer.self_attn.k is k and layer.self_attn.v is v and layer.cross_attn.k is ck
+                   for layer, (k, v, ck) in zip(cache.layers, before))
+        step_2 = model.decode(sos, memory, src, cache)
+    torch.testing.assert_close(step_2[:, -1], model.decode(torch.full((src.size(0), 2), SOS), memory, src)[:, -1])
+
+
+def test_a_source_changed_in_place_after_new_cache_is_refused():
+    model, src = tiny_model(), padded_source()
+    memory = model.encode(src)
+    cache = model.new_cache(src)
+    with torch.no_grad():
+        model.decode(torch.full((src.size(0), 1), SOS), memory, src, cache)
+        src[0, 0] = (src[0, 0] + 1) % 31 or 5  # the same tensor object, other ids
+        with pytest.raises(ValueError, match="the source changed"):
+            model.decode(torch.full((src.size(0), 1), SOS), memory, src, cache)
+
+
+def test_wrong_model_or_argument_for_a_cache_names_the_right_function():
+    model = tiny_model()
+    with pytest.raises(TypeError, match=r"new_cache\(src\).*source ids"):
+        model.new_cache(3)
+    with pytest.raises(TypeError, match=r"Transformer or a GPT.*Linear"):
+        wt.DecodingCache(torch.nn.Linear(4, 4), 2)
+    torch.manual_seed(0)
+    gpt = wt.GPT(wt.GPTConfig(vocab_size=31, d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=16)).eval()
+    with pytest.raises(TypeError, match=r"greedy_generate\(model, prompt, max_new_tokens"):
+        wt.greedy_decode(gpt, torch.ones(1, 2, dtype=torch.long), 3, SOS, EOS)
+    with pytest.raises(TypeError, match=r"greedy_decode\(model, src, max_new_tokens"):
+        wt.greedy_generate(model, torch.ones(1, 2, dtype=torch.long), 3)
+    with pytest.raises(TypeError, match=r"whole number.*new_cache\(batch\)"):
+        gpt.new_cache(torch.ones(1, 2, dtype=torch.long))
+
+
+def test_greedy_decode_holds_one_step_of_probabilities_at_a_time(monkeypatch):
+    """Each step's [B, V] probabilities must be free once the next step runs (all were kept: ~938 MiB at
+    256 tokens, B = 32, V = 30000)."""
+    import weakref
+
+    from walkthrough import decoding
+
+    alive_counts = []
+    kept = []
+    steps = decoding.greedy_steps
+
+    def watched(*args, **kwargs):
+        for ys, probs in steps(*args, **kwargs):
+            kept.append(weakref.ref(probs))
+            alive_counts.append(sum(ref() is not None for ref in kept))
+            del probs
+            yield ys, None if not kept else kept[-1]()
+
+    monkeypatch.setattr(decoding, "greedy_steps", watched)
+    model, src = never_ending(tiny_model()), padded_source()
+    out = wt.greedy_decode(model, src, max_new_tokens=12, sos_id=SOS, eos_id=EOS)
+    assert out.shape == (src.size(0), 13) and len(alive_counts) == 12
+    assert max(alive_counts) <= 2, alive_counts  # the step being handed over and, at most, the one before
+
+
+def test_greedy_decode_accepts_max_len_with_a_deprecation_warning():
+    model, src = tiny_model(), padded_source()
+    with pytest.warns(DeprecationWarning, match="max_new_tokens"):
+        old = wt.greedy_decode(model, src, max_len=5, sos_id=SOS, eos_id=EOS)
+    assert torch.equal(old, wt.greedy_decode(model, src, max_new_tokens=5, sos_id=SOS, eos_id=EOS))

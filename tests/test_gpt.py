@@ -74,7 +74,7 @@ def test_gqa_shapes_and_parameter_count():
     assert mha.w_k.weight.shape == mha.w_v.weight.shape == (2 * D // H, D)  # D -> H_kv·d_k
     assert mha.w_q.weight.shape == mha.w_o.weight.shape == (D, D)
     k = torch.randn(2, 2, 5, D // H)  # [B, H_kv, L, d_k]
-    expanded = mha.expand_kv(k, "K")  # [B, H, L, d_k]
+    expanded = mha.expand_kv(k)  # [B, H, L, d_k]
     assert expanded.shape == (2, H, 5, D // H)
     for head in range(H):  # K/V head j serves query heads 2j and 2j+1
         assert torch.equal(expanded[:, head], k[:, head // 2])
@@ -89,7 +89,8 @@ def test_kv_heads_equal_heads_is_the_old_attention_bit_for_bit():
         assert torch.equal(a, b), name
     x = torch.randn(2, 6, D)
     mask = wt.causal_mask(6)
-    assert torch.equal(old(x, x, x, mask), new(x, x, x, mask))
+    with wt.keep_attention_weights(old), wt.keep_attention_weights(new):
+        assert torch.equal(old(x, x, x, mask), new(x, x, x, mask))
     assert torch.equal(old.attn_weights, new.attn_weights)
 
 
@@ -244,7 +245,7 @@ def test_trace_gpt_matches_the_real_model():
     model = small_gpt(num_kv_heads=2)
     rows = wt.trace_shapes(model.cfg, batch=3, length=7)
     shape = {(r.where, r.step): r.shape for r in rows}
-    assert shape["generator", "logits"] == tuple(model(torch.randint(1, 50, (3, 7))).shape) == (3, 7, 50)
+    assert shape["output_head", "logits"] == tuple(model(torch.randint(1, 50, (3, 7))).shape) == (3, 7, 50)
     assert shape["decoder.layers.0.self_attn", "K transpose"] == (3, 2, 7, D // H)  # [B, H_kv, L, d_k]
     assert shape["decoder.layers.0.self_attn", "K shared by a group"] == (3, H, 7, D // H)
     assert shape["decoder.layers.0.self_attn", "scores Q·Kᵀ/√d_k"] == (3, H, 7, 7)
@@ -253,7 +254,7 @@ def test_trace_gpt_matches_the_real_model():
     step = {(r.where, r.step): r.shape for r in wt.trace_shapes(model.cfg, batch=3, step=7)}
     assert step["decoder.layers.1.self_attn", "K in the cache"] == (3, 2, 7, D // H)
     assert step["decoder.layers.1.self_attn", "scores Q·Kᵀ/√d_k"] == (3, H, 1, 7)
-    assert step["generator", "logits"] == (3, 1, 50)
+    assert step["output_head", "logits"] == (3, 1, 50)
 
 
 def test_trace_gpt_at_any_size_allocates_nothing():
@@ -261,7 +262,7 @@ def test_trace_gpt_at_any_size_allocates_nothing():
                        max_len=8192)  # ~80 GB of weights: traceable only because nothing is allocated
     shape = {(r.where, r.step): r.shape for r in wt.trace_shapes(cfg, batch=1, length=4096)}
     assert shape["decoder.layers.0.self_attn", "K rotated (RoPE)"] == (1, 8, 4096, 128)
-    assert shape["generator", "logits"] == (1, 4096, 128000)
+    assert shape["output_head", "logits"] == (1, 4096, 128000)
 
 
 def test_trace_gpt_bad_input():
@@ -373,4 +374,4 @@ def test_gqa_trace_names_kv_heads_h_kv_and_gpt_ids_once():
     assert rows["decoder.layers.0.self_attn", "V view"].dims == "B L H_kv d_k"
     assert rows["decoder.layers.0.self_attn", "Q transpose"].dims == "B H L d_k"
     assert ("embed", "ids") in rows and not any(step == "ids ids" for _, step in rows)
-    assert rows["generator", "logits"].dims == "B L V"
+    assert rows["output_head", "logits"].dims == "B L V"

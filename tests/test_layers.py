@@ -15,21 +15,25 @@ PACKAGE = Path(__file__).resolve().parent.parent / "walkthrough"
 
 # Each module's layer, bottom to top: a module may import only modules on a strictly lower layer.
 LAYERS = {
-    "recording": 0, "config": 0,                 # the hook and the sizes: import nothing of ours
-    "masks": 1, "embedding": 1, "loss": 1,       # model parts that need only the bottom
-    "attention": 2, "flash": 2,                  # flash: attention in tiles, beside it (imports neither way)
-    "backward": 2,                               # the backward of each step by hand, beside attention
-    "layers": 3,
-    "model": 4,                                  # the encoder-decoder
-    "gpt": 5,                                    # the decoder-only model, built from the same parts
-    "trace": 6, "cost": 6,                       # tools that run the model
-    "memory": 6, "gradients": 6,                 # what training saves; the gradient shapes (beside trace)
-    "data": 7, "train": 8, "language_model": 9,  # learning, beside the tools (neither imports the other)
-    "viz": 10, "quiz": 10,                       # teaching
-    "exercises": 11, "model_check": 11,       # the self-checks: one function, the whole model
-    "widgets": 12,
-    "__init__": 13,
-    "__main__": 14,                              # the command line on top
+    "config": 0, "steps": 0,                     # the sizes and the table of steps: import nothing of ours
+    "recording": 1,                              # the hook model code reports steps through (reads the table)
+    "masks": 2, "embedding": 2, "loss": 2, "rope": 2,  # model parts that need only the bottom
+    "cache": 3,                                  # what a decoder keeps between steps
+    "attention": 4, "flash": 4,                  # flash: attention in tiles, beside it (imports neither way)
+    "backward": 4,                               # the backward of each step by hand, beside attention
+    "layers": 5,                                 # sublayers, layers, the decoder stack, the output head
+    "model": 6,                                  # the encoder-decoder
+    "gpt": 7,                                    # the decoder-only model, built from the same parts
+    "decoding": 8, "pytorch": 8,                 # greedy decoding of both models; PyTorch's weights copied in
+    "trace": 9, "cost": 9,                       # tools that run the model
+    "memory": 9, "gradients": 9,                 # what training saves; the gradient shapes (beside trace)
+    "data": 10, "checkpoints": 10,               # learning, beside the tools (neither imports the other)
+    "training": 11, "train": 12, "language_model": 13,
+    "viz": 14, "quiz": 14,                       # teaching
+    "exercises": 15, "model_check": 15,          # the self-checks: one function, the whole model
+    "widgets": 16,
+    "__init__": 17,
+    "__main__": 18,                              # the command line on top
 }
 TOOLS, LEARNING = {"trace", "cost", "memory", "gradients"}, {"data", "train", "language_model"}
 

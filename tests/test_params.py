@@ -35,13 +35,13 @@ def test_shared_matrix_is_one_tensor_and_trains_as_one():
                          max_len=16, dropout=0.0, share_embeddings=True)
     model = wt.Transformer(cfg)
     shared = model.src_embed.token.weight
-    assert model.tgt_embed.token.weight is shared and model.generator.proj.weight is shared
+    assert model.tgt_embed.token.weight is shared and model.output_head.proj.weight is shared
     src, tgt = torch.randint(1, 20, (3, 5)), torch.randint(1, 20, (3, 4))
     wt.sequence_loss(model(src, tgt), tgt, 0).backward()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     before = shared.detach().clone()
     optimizer.step()
-    assert not torch.equal(before, shared) and model.generator.proj.weight is model.tgt_embed.token.weight
+    assert not torch.equal(before, shared) and model.output_head.proj.weight is model.tgt_embed.token.weight
 
 
 def test_shared_embeddings_need_one_vocabulary():
@@ -63,6 +63,7 @@ def test_weights_load_from_nn_transformer_with_shared_embeddings():
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
 
 
-def test_seed_example_still_works_with_a_deprecation_warning():
-    with pytest.warns(DeprecationWarning, match="paper_base"):
-        assert wt.ModelConfig.seed_example() == wt.ModelConfig.paper_base()
+def test_seed_example_is_gone_paper_base_has_the_articles_sizes():
+    assert not hasattr(wt.ModelConfig, "seed_example")  # a 0.x package: the old name went, not deprecated
+    assert wt.ModelConfig.paper_base() == wt.ModelConfig(src_vocab_size=30000, tgt_vocab_size=30000, d_model=512,
+                                                         num_heads=8, d_ff=2048, num_layers=6)

@@ -47,7 +47,10 @@ def test_multi_head_attention_equals_nn_multiheadattention(causal):
         attn_mask = torch_causal_blocked(5)
     expected, expected_weights = ref(x, x, x, key_padding_mask=~(ids != 0), attn_mask=attn_mask,
                                      average_attn_weights=False)
-    torch.testing.assert_close(ours(x, x, x, mask), expected)
+    torch.testing.assert_close(ours(x, x, x, mask), expected)  # fused: no weights made
+    assert ours.attn_weights is None
+    with wt.keep_attention_weights(ours):
+        torch.testing.assert_close(ours(x, x, x, mask), expected)  # written out: the weights kept
     torch.testing.assert_close(ours.attn_weights, expected_weights)
 
 
@@ -79,7 +82,7 @@ def test_model_equals_nn_transformer_at_real_tokens(d_model, heads, d_ff, layers
     real = tgt != 0
     torch.testing.assert_close(ours[real], theirs[real], atol=1e-5, rtol=1e-5)
     head = nn.Linear(d_model, 25)  # a plain linear layer with the head's weights: logits, not probabilities
-    head.load_state_dict(model.generator.proj.state_dict())
+    head.load_state_dict(model.output_head.proj.state_dict())
     with torch.no_grad():
         torch.testing.assert_close(model(src, tgt)[real], head(theirs)[real], atol=1e-5, rtol=1e-5)
 
@@ -92,17 +95,17 @@ def test_load_torch_transformer_rejects_other_sizes(small_cfg):
         wt.load_torch_transformer(wt.Transformer(small_cfg), nn.Transformer(32, 4, 2, 2, 64))
 
 
-def test_forward_is_generator_of_decode_of_encode(small_cfg):
+def test_forward_is_output_head_of_decode_of_encode(small_cfg):
     model = wt.Transformer(small_cfg).eval()
     src, tgt = torch.randint(1, 23, (2, 6)), torch.randint(1, 19, (2, 3))
     with torch.no_grad():
         logits = model(src, tgt)
-        torch.testing.assert_close(logits, model.generator(model.decode(tgt, model.encode(src), src)))
+        torch.testing.assert_close(logits, model.output_head(model.decode(tgt, model.encode(src), src)))
     assert logits.shape == (2, 3, 19)
 
 
 def test_output_head_gives_logits_h_times_w_transposed_plus_b(small_cfg):
-    head = wt.Transformer(small_cfg).eval().generator
+    head = wt.Transformer(small_cfg).eval().output_head
     h = torch.randn(2, 3, 32)  # [B, L_tgt, D]
     weight, bias = head.proj.weight, head.proj.bias  # [V, D], [V]
     with torch.no_grad():

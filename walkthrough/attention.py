@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from .config import check_heads, check_rope_pairs, check_same_batch
-from .embedding import apply_rope
+from .cache import KVCache
+from .config import check_heads, check_rope_pairs, check_same_batch, checks_inputs
 from .masks import check_mask
-from .recording import record
+from .recording import active, record
+from .rope import apply_rope
 from .steps import ONE_KV_HEAD_PER_HEAD
 
 
+def check_scores_mask(q, k, v, mask=None, dropout=None) -> None:
+    """The mask must broadcast to the scores [..., L_q, L_k] that q [..., L_q, d_k] and k [..., L_k, d_k] make."""
+    if mask is not None:
+        check_mask(mask, torch.Size((*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.size(-2), k.size(-2))))
+
+
+@checks_inputs(check_scores_mask)
 def scaled_dot_product_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
     dropout: nn.Module | None = None,
@@ -27,7 +37,6 @@ def scaled_dot_product_attention(
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # [B, H, L_q, L_k]
     record("scores", scores)
     if mask is not None:
-        check_mask(mask, scores.shape)
         scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)  # keep where True
     weights = scores.softmax(dim=-1)  # [B, H, L_q, L_k], each row sums to 1
     record("weights", weights)
@@ -37,25 +46,59 @@ def scaled_dot_product_attention(
     return context, weights
 
 
-_SPLIT_STEPS = {"Q": ("q_view", "q_transpose", None), "K": ("k_view", "k_transpose", "k_grouped"),
-                "V": ("v_view", "v_transpose", "v_grouped")}
+def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+                    dropout: float = 0.0) -> torch.Tensor:
+    """``scaled_dot_product_attention``'s context from PyTorch's fused kernel (no [L_q, L_k] weights kept).
 
-
-class KVCache:
-    """The keys and values one attention layer has already made, kept between decoding steps.
-
-    ``grows=True`` (self-attention): each step appends the new position's K and V, so both are
-    [B, H_kv, t, d_k] after t steps. ``grows=False`` (cross-attention): K and V of the encoder memory,
-    [B, H_kv, L_src, d_k], made at the first step and reused unchanged: the memory never changes.
+    k, v may hold fewer (K/V) heads than q: each serves its group of query heads. Our bool mask becomes an
+    additive one with the dtype's minimum, as the written-out path does: a fully blocked row then averages
+    the values as ours does (a bool mask would give zeros there).
     """
+    if mask is not None:
+        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, torch.finfo(q.dtype).min)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
+                                          enable_gqa=k.size(1) != q.size(1))  # [B, H, L_q, d_v]
 
-    def __init__(self, grows: bool):
-        self.grows = grows
-        self.k: torch.Tensor | None = None
-        self.v: torch.Tensor | None = None
 
-    def __len__(self) -> int:
-        return 0 if self.k is None else self.k.size(2)
+def check_attention_inputs(attention: MultiHeadAttention, query, key, value, mask=None, cache=None) -> None:
+    """query [B, L_q, D], key/value [B, L_k, D] tensors of one batch and the weights' dtype; mask bool and
+    broadcastable to the scores; cache a KVCache that fits this layer."""
+    d_model, dtype = attention.w_q.in_features, attention.w_q.weight.dtype
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(x, torch.Tensor) or x.dim() != 3:
+            got = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"{name} must be a [B, L, D] tensor, got {got}; for one sentence use {name}.unsqueeze(0)")
+        if x.size(-1) != d_model:
+            raise ValueError(f"{name} must have D = {d_model} features (the layer's d_model), got {list(x.shape)}")
+        if x.dtype != dtype:
+            raise TypeError(f"{name} is {x.dtype} but the layer's weights are {dtype}: convert it with "
+                            f"{name}.to({dtype}) (or the model with model.to({x.dtype}))")
+    check_same_batch(query=query, key=key, value=value)
+    if cache is not None:
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}; start one with "
+                            f"model.new_cache(...)")
+        cache.check(query.size(0), attention.num_kv_heads, attention.d_k)
+    if mask is not None:
+        keys = key.size(1) if cache is None else len(cache) if cache.holds_memory else \
+            key.size(1) + (len(cache) if cache.grows else 0)
+        check_mask(mask, torch.Size((query.size(0), attention.num_heads, query.size(1), keys)))
+
+
+@contextmanager
+def keep_attention_weights(module: nn.Module):
+    """Inside the block, every ``MultiHeadAttention`` in ``module`` keeps its last weights [B, H, L_q, L_k] in
+    ``.attn_weights`` (for a figure); they stay there after the block. Outside, attention runs PyTorch's fused
+    kernel, which never makes the weights, and ``.attn_weights`` is None."""
+    layers = [part for part in module.modules() if isinstance(part, MultiHeadAttention)]
+    before = [layer.keep_weights for layer in layers]
+    for layer in layers:
+        layer.keep_weights = True
+    try:
+        yield module
+    finally:
+        for layer, keep in zip(layers, before):
+            layer.keep_weights = keep
 
 
 class MultiHeadAttention(nn.Module):
@@ -64,7 +107,8 @@ class MultiHeadAttention(nn.Module):
     One D×D W_q split into H column blocks is the same as H separate D×d_k matrices: the split
     is a ``view``, not a new computation. ``num_kv_heads`` = H_kv < H is grouped-query attention: each
     group of H / H_kv query heads shares one K/V head (1 = multi-query attention); None means H_kv = H.
-    ``rope`` rotates Q and K by their positions (notebook 09). ``attn_weights`` keeps the last weights.
+    ``rope`` rotates Q and K by their positions (notebook 09). ``keep_weights`` (set inside
+    ``with keep_attention_weights(model):``) keeps the last weights in ``attn_weights``.
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, num_kv_heads: int | None = None,
@@ -82,6 +126,7 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(d_model, self.num_kv_heads * self.d_k)
         self.w_o = nn.Linear(d_model, d_model)
         self.dropout = nn.Dropout(dropout)
+        self.keep_weights = False
         self.attn_weights: torch.Tensor | None = None
 
     @property
@@ -89,15 +134,29 @@ class MultiHeadAttention(nn.Module):
         """How a trace of this layer alone names its dims: H_kv is H without grouped-query attention."""
         return ONE_KV_HEAD_PER_HEAD if self.num_kv_heads == self.num_heads else {}
 
-    def split_heads(self, x: torch.Tensor, name: str, heads: int | None = None) -> torch.Tensor:
-        """[B, L, heads·d_k] -> view [B, L, heads, d_k] -> transpose [B, heads, L, d_k]: heads become a batch dim."""
-        heads = self.num_heads if heads is None else heads
+    @checks_inputs(check_attention_inputs)
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:
+        """query [B, L_q, D], key/value [B, L_k, D], mask (True = may attend) -> [B, L_q, D].
+
+        With a growing ``cache`` (self-attention while decoding), key/value hold only the new positions;
+        their K and V join the cache and the queries attend to all of it. With a fixed cache
+        (cross-attention), K and V are made from key/value at the first call and reused after.
+        """
+        offset = 0 if cache is None else cache.offset  # the position of the new rows (for RoPE)
+        q = self._heads(self.w_q(query), self.num_heads, ("q", "q_view", "q_transpose"))  # [B, H, L_q, d_k]
+        q = self._rotate(q, offset, "q_rotated")
+        k, v = self._keys_values(key, value, cache, offset)  # [B, H_kv, L_k, d_k], cached ones included
+        context = self._attend(q, k, v, mask)  # scores, mask, softmax, weights·V: [B, H, L_q, d_k]
+        out = self.w_o(self.merge_heads(context))  # [B, L_q, D]
+        record("output", out)
+        return out
+
+    def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
+        """[B, L, heads·d_k] -> view [B, L, heads, d_k] -> transpose [B, heads, L, d_k]: heads become a batch
+        dim. ``heads``: H (the default) for Q, H_kv for K and V."""
         batch, length, _ = x.shape
-        x = x.view(batch, length, heads, self.d_k)  # [B, L, H, d_k]
-        record(_SPLIT_STEPS.get(name, _SPLIT_STEPS["Q"])[0], x)
-        x = x.transpose(1, 2)  # [B, H, L, d_k]
-        record(_SPLIT_STEPS.get(name, _SPLIT_STEPS["Q"])[1], x)
-        return x
+        return x.view(batch, length, heads or self.num_heads, self.d_k).transpose(1, 2)
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
         """[B, H, L, d_k] -> transpose [B, L, H, d_k] -> view [B, L, D] (contiguous first: view needs it)."""
@@ -108,71 +167,60 @@ class MultiHeadAttention(nn.Module):
         record("merged", x)
         return x
 
-    def expand_kv(self, x: torch.Tensor, name: str) -> torch.Tensor:
+    def expand_kv(self, x: torch.Tensor) -> torch.Tensor:
         """[B, H_kv, L_k, d_k] -> [B, H, L_k, d_k]: K/V head j serves query heads j·g .. j·g+g-1 (g = H / H_kv)."""
         if self.num_kv_heads == self.num_heads:
             return x
-        x = x.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)  # [B, H, L_k, d_k]
-        record(_SPLIT_STEPS[name][2], x)
+        return x.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)  # [B, H, L_k, d_k]
+
+    def _heads(self, projected: torch.Tensor, heads: int, steps: tuple[str, str, str]) -> torch.Tensor:
+        """``split_heads``, telling a trace the projection, the view and the transpose under the ids ``steps``."""
+        record(steps[0], projected)  # [B, L, heads·d_k]
+        batch, length, _ = projected.shape
+        x = projected.view(batch, length, heads, self.d_k)  # [B, L, heads, d_k]
+        record(steps[1], x)
+        x = x.transpose(1, 2)  # [B, heads, L, d_k]
+        record(steps[2], x)
         return x
 
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:
-        """query [B, L_q, D], key/value [B, L_k, D], mask (True = may attend) -> [B, L_q, D].
+    def _rotate(self, x: torch.Tensor, offset: int, step: str) -> torch.Tensor:
+        """RoPE on Q or K [B, heads, L, d_k] when this layer uses it; the rows sit at positions offset, offset+1, ..."""
+        if not self.rope:
+            return x
+        x = apply_rope(x, offset)
+        record(step, x)
+        return x
 
-        With a growing ``cache`` (self-attention while decoding), key/value hold only the new positions;
-        their K and V are appended to the cache and the queries attend to all of it. With a fixed cache
-        (cross-attention), K and V are made from key/value at the first call and reused after.
-        """
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            if not isinstance(x, torch.Tensor) or x.dim() != 3:
-                got = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-                raise ValueError(f"{name} must be a [B, L, D] tensor, got {got}; "
-                                 f"for one sentence use {name}.unsqueeze(0)")
-        check_same_batch(query=query, key=key, value=value)
-        q = self.w_q(query)  # [B, L_q, D]
-        record("q", q)
-        if cache is not None:
-            self._check_cache(cache, query.size(0))
-        if cache is not None and not cache.grows and cache.k is not None:
-            q = self.split_heads(q, "Q")  # [B, H, L_q, d_k]
-            k, v = cache.k, cache.v  # the memory's K and V, made at the first step
+    def _keys_values(self, key: torch.Tensor, value: torch.Tensor, cache: KVCache | None,
+                     offset: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V [B, H_kv, L_k, d_k]: projected, split, K rotated as Q is; with a cache, the keys it holds too
+        (self-attention: the earlier positions first; cross-attention: the memory's, made at the first step)."""
+        if cache is not None and cache.holds_memory:
+            k, v = cache.k, cache.v  # the memory never changes: its K and V are not made again
         else:
-            k = self.w_k(key)  # [B, L_k, H_kv·d_k]
-            record("k", k)
-            v = self.w_v(value)
-            record("v", v)
-            q = self.split_heads(q, "Q")  # [B, H, L_q, d_k]
-            k = self.split_heads(k, "K", self.num_kv_heads)  # [B, H_kv, L_k, d_k]
-            v = self.split_heads(v, "V", self.num_kv_heads)
-            if self.rope:
-                offset = len(cache) if cache is not None else 0  # the new positions come after the cached ones
-                q, k = apply_rope(q, offset), apply_rope(k, offset)
-                record("q_rotated", q)
-                record("k_rotated", k)
+            k = self._rotate(self._heads(self.w_k(key), self.num_kv_heads, ("k", "k_view", "k_transpose")),
+                             offset, "k_rotated")
+            v = self._heads(self.w_v(value), self.num_kv_heads, ("v", "v_view", "v_transpose"))
             if cache is not None:
-                if cache.grows and cache.k is not None:
-                    k = torch.cat([cache.k, k], dim=2)  # [B, H_kv, t, d_k]: the past, then the new positions
-                    v = torch.cat([cache.v, v], dim=2)
-                cache.k, cache.v = k, v
+                k, v = cache.update(k, v)  # [B, H_kv, t, d_k]
         if cache is not None:
             record("k_cached", k)
-        context, weights = scaled_dot_product_attention(
-            q, self.expand_kv(k, "K"), self.expand_kv(v, "V"), mask, self.dropout)  # [B, H, L_q, d_k]
-        self.attn_weights = weights.detach()
-        out = self.w_o(self.merge_heads(context))  # [B, L_q, D]
-        record("output", out)
-        return out
+        return k, v
 
-    def _check_cache(self, cache: KVCache, batch: int) -> None:
-        if not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}; start one with model.new_cache(...)")
-        if cache.k is None:
-            return
-        if cache.k.size(0) != batch:
-            raise ValueError(f"the cache holds keys for a batch of {cache.k.size(0)} but this call has {batch}: "
-                             f"start a new cache for each batch")
-        if (cache.k.size(1), cache.k.size(3)) != (self.num_kv_heads, self.d_k):
-            raise ValueError(f"the cache holds {cache.k.size(1)} K/V heads of {cache.k.size(3)} features, this "
-                             f"attention makes {self.num_kv_heads} of {self.d_k}: the cache belongs to another "
-                             f"model; start a new one")
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """The attention of q [B, H, L_q, d_k] over k, v [B, H_kv, L_k, d_k] -> context [B, H, L_q, d_k].
+
+        Written out (scores, mask, softmax, weights·V) when a trace records the steps or the weights are kept;
+        otherwise PyTorch's fused kernel, which gives the same context without making the weights.
+        """
+        if not (self.keep_weights or active()):
+            self.attn_weights = None  # none made: the fused kernel never writes the weights out
+            return fused_attention(q, k, v, mask, self.dropout.p if self.training else 0.0)
+        k, v = self.expand_kv(k), self.expand_kv(v)  # [B, H, L_k, d_k]
+        if self.num_kv_heads != self.num_heads:
+            record("k_grouped", k)
+            record("v_grouped", v)
+        context, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)  # [B, H, L_q, d_k]
+        if self.keep_weights:
+            self.attn_weights = weights.detach()
+        return context

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
-import warnings
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,30 @@ try:
     import resource  # Unix: the process's own limits
 except ImportError:  # Windows has no RLIMIT_AS
     resource = None
+
+_calls = threading.local()  # .checked: True while a public call that checked its inputs runs (per thread)
+
+
+def checks_inputs(check):
+    """Decorate a public method so ``check(self, *args, **kwargs)`` runs first, once per public call.
+
+    Inside a call that already checked (the model's ids checked by ``Transformer.forward``), inner public
+    methods (each embedding, each attention layer) skip their checks: the inputs they get are the model's own.
+    Called directly (``wt.MultiHeadAttention(...)(x, x, x)``), a layer checks its inputs itself.
+    """
+    def decorate(method):
+        @functools.wraps(method)
+        def checked(*args, **kwargs):
+            if getattr(_calls, "checked", False):
+                return method(*args, **kwargs)
+            check(*args, **kwargs)
+            _calls.checked = True
+            try:
+                return method(*args, **kwargs)
+            finally:
+                _calls.checked = False
+        return checked
+    return decorate
 
 
 def check_positive_int(name: str, value, hint: str = "") -> None:
@@ -194,12 +219,6 @@ class ModelConfig:
     def paper_big(cls, **changes) -> ModelConfig:
         """The paper's big model: D 1024, 16 heads, d_ff 4096, 6 layers, dropout 0.3."""
         return cls(**{"d_model": 1024, "num_heads": 16, "d_ff": 4096, "dropout": 0.3, **changes})
-
-    @classmethod
-    def seed_example(cls) -> ModelConfig:
-        """Deprecated name of ``paper_base()``."""
-        warnings.warn("ModelConfig.seed_example() is now ModelConfig.paper_base()", DeprecationWarning, stacklevel=2)
-        return cls.paper_base()
 
 
 POSITIONS = ("sinusoidal", "rope")

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from .config import check_rope_pairs
+from .config import checks_inputs
 from .recording import record
 
 
@@ -59,11 +59,10 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)  # [max_len, D]
 
+    @checks_inputs(lambda self, x, offset=0: check_positions(x.size(1), offset, self.pe.size(0)))
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """x [B, L, D] holding positions offset..offset+L-1 -> x + PE rows of those positions."""
-        length = x.size(1)
-        check_positions(length, offset, self.pe.size(0))
-        return x + self.pe[offset:offset + length].to(x.dtype)  # [B, L, D] + [L, D] broadcasts over B
+        return x + self.pe[offset:offset + x.size(1)].to(x.dtype)  # [B, L, D] + [L, D] broadcasts over B
 
 
 class Embedding(nn.Module):
@@ -86,10 +85,14 @@ class Embedding(nn.Module):
         self.position = PositionalEncoding(d_model, max_len) if add_positions else None
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, ids: torch.Tensor, name: str = "ids", offset: int = 0) -> torch.Tensor:
-        """ids [B, L] at positions offset..offset+L-1 (offset > 0 when decoding with a cache) -> [B, L, D]."""
-        check_ids(ids, self.vocab_size, name)
+    def check_inputs(self, ids: torch.Tensor, offset: int = 0) -> None:
+        """ids: [B, L] token ids of this vocabulary; positions offset..offset+L-1 inside the table."""
+        check_ids(ids, self.vocab_size, "ids")
         check_positions(ids.size(1), offset, self.max_len)
+
+    @checks_inputs(check_inputs)
+    def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """ids [B, L] at positions offset..offset+L-1 (offset > 0 when decoding with a cache) -> [B, L, D]."""
         record("ids", ids)
         x = self.token(ids) * math.sqrt(self.d_model)  # [B, L, D]
         record("embedding", x)
@@ -97,25 +100,3 @@ class Embedding(nn.Module):
             x = self.position(x, offset)  # [B, L, D]
             record("positions", x)
         return self.dropout(x)
-
-
-def rope_angles(length: int, d_k: int, offset: int = 0, device=None) -> torch.Tensor:
-    """[L, d_k/2]: angle pos · 10000^(-2i/d_k) for positions offset..offset+L-1 and feature pairs i."""
-    position = torch.arange(offset, offset + length, dtype=torch.float32, device=device)  # [L]
-    frequency = 10000.0 ** (-torch.arange(0, d_k, 2, dtype=torch.float32, device=device) / d_k)  # [d_k/2]
-    return torch.outer(position, frequency)
-
-
-def apply_rope(x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-    """Rotary positions (RoFormer): rotate each feature pair (2i, 2i+1) of x [B, H, L, d_k] by its angle.
-
-    Position m turns pair i by m·θ_i, so a query at m and a key at n meet at angle (m - n)·θ_i: their
-    score depends on the distance m - n alone. Nothing is added to the token vectors.
-    """
-    d_k = x.size(-1)
-    check_rope_pairs(d_k)
-    angles = rope_angles(x.size(-2), d_k, offset, x.device)  # [L, d_k/2]
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-    even, odd = x[..., 0::2], x[..., 1::2]  # [B, H, L, d_k/2] each: the two coordinates of every pair
-    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # [B, H, L, d_k/2, 2]
-    return rotated.flatten(-2)  # [B, H, L, d_k], pairs back in place

@@ -7,14 +7,24 @@ and rotary positions (Q and K rotated inside attention instead of a table added 
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
-from .config import GPTConfig, check_fits_in_memory, check_positive_int, check_token_id
-from .embedding import Embedding, check_ids
-from .layers import DecoderLayer
-from .model import Decoder, DecodingCache, OutputHead, self_attention_mask
+from .cache import DecodingCache, decoding_step, self_attention_mask
+from .config import GPTConfig, check_fits_in_memory, check_positive_int, checks_inputs
+from .embedding import Embedding, check_ids, check_positions
+from .layers import Decoder, DecoderLayer, OutputHead, rename_output_head_keys
 from .steps import ONE_KV_HEAD_PER_HEAD
+
+
+def check_gpt_inputs(model: GPT, ids: torch.Tensor, cache: DecodingCache | None = None) -> None:
+    """ids [B, L] of the vocabulary, at positions that fit max_len after the cached ones; a cache of this model."""
+    if cache is not None and not isinstance(cache, DecodingCache):
+        raise TypeError(f"cache must come from model.new_cache(batch), got {type(cache).__name__}")
+    check_ids(ids, model.cfg.vocab_size, "ids")
+    check_positions(ids.size(1), 0 if cache is None else len(cache), model.cfg.max_len)
 
 
 class GPT(nn.Module):
@@ -31,58 +41,32 @@ class GPT(nn.Module):
         self.embed = Embedding(cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.dropout, add_positions=not rope)
         self.decoder = Decoder([DecoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout, cross_attention=False,
                                              norm_first=cfg.norm_first, num_kv_heads=cfg.num_kv_heads, rope=rope)
-                                for _ in range(cfg.num_layers)], cfg.d_model, length="L")
-        self.generator = OutputHead(cfg.d_model, cfg.vocab_size, length="L")
+                                for _ in range(cfg.num_layers)], cfg.d_model)
+        self.output_head = OutputHead(cfg.d_model, cfg.vocab_size)
+        self.register_load_state_dict_pre_hook(rename_output_head_keys)
 
     @property
     def dim_names(self) -> dict[str, str]:
         """How a trace names this model's dims: one sequence of length L; H_kv is H without grouped-query attention."""
         return {"L_tgt": "L", **(ONE_KV_HEAD_PER_HEAD if self.cfg.kv_heads == self.cfg.num_heads else {})}
 
+    @property
+    def generator(self) -> OutputHead:
+        """Deprecated name of ``output_head``."""
+        warnings.warn("model.generator is now model.output_head", DeprecationWarning, stacklevel=2)
+        return self.output_head
+
     def new_cache(self, batch: int) -> DecodingCache:
         """An empty cache for generating ``batch`` sequences one token at a time."""
+        check_positive_int("batch", batch, " (gpt.new_cache(batch) takes the number of sequences; an "
+                                           "encoder-decoder's cache takes the source ids: model.new_cache(src))")
         return DecodingCache(self, batch)
 
+    @checks_inputs(check_gpt_inputs)
     def forward(self, ids: torch.Tensor, cache: DecodingCache | None = None) -> torch.Tensor:
-        """ids [B, L] -> logits [B, L, V]. With a ``cache``, ids are only the new tokens after ``len(cache)``."""
-        offset = 0 if cache is None else len(cache)
-        x = self.embed(ids, "ids", offset)  # [B, L, D]
-        mask = self_attention_mask(self, ids, cache)  # [B, 1, L, L], or [B, 1, n, t] cached
-        return self.generator(self.decoder(x, None, mask, None, cache))
-
-
-@torch.no_grad()
-def greedy_generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_id: int | None = None,
-                    use_cache: bool = True) -> torch.Tensor:
-    """prompt [B, L_p] (no padding: every row the same length) -> [B, L_p + T], T <= max_new_tokens.
-
-    Rows that produced ``eos`` are padded from then on; stops when all have. With ``use_cache`` the
-    prompt runs once and each later step feeds only the newest token.
-    """
-    check_ids(prompt, model.cfg.vocab_size, "prompt")
-    check_positive_int("max_new_tokens", max_new_tokens)
-    if eos_id is not None:
-        check_token_id("eos_id", eos_id, model.cfg.vocab_size)
-    needed = prompt.size(1) + max_new_tokens - 1  # the last new token is never fed back
-    if needed > model.cfg.max_len:
-        raise ValueError(f"a prompt of {prompt.size(1)} tokens and {max_new_tokens} new ones need {needed} positions, "
-                         f"but max_len={model.cfg.max_len}: shorten the prompt or ask for fewer tokens")
-    if (prompt == model.cfg.pad_id).any():
-        raise ValueError("prompt holds pad tokens: generate for prompts of one length together (group them by length)")
-    was_training = model.training
-    model.eval()
-    try:
-        cache = model.new_cache(prompt.size(0)) if use_cache else None
-        ids, fed = prompt, prompt
-        finished = torch.zeros(prompt.size(0), dtype=torch.bool, device=prompt.device)
-        for _ in range(max_new_tokens):
-            next_id = model(fed, cache)[:, -1].argmax(-1).masked_fill(finished, model.cfg.pad_id)  # [B]
-            ids = torch.cat([ids, next_id[:, None]], dim=1)  # [B, t+1]
-            fed = next_id[:, None] if use_cache else ids
-            if eos_id is not None:
-                finished |= next_id == eos_id
-                if finished.all():
-                    break
-        return ids
-    finally:
-        model.train(was_training)
+        """ids [B, L] -> logits [B, L, V]. With a ``cache``, ids are only the new tokens after ``len(cache)``;
+        a step that fails leaves the cache as it was."""
+        with decoding_step(cache):
+            x = self.embed(ids, 0 if cache is None else len(cache))  # [B, L, D]
+            mask = self_attention_mask(self, ids, cache)  # [B, 1, L, L], or [B, 1, n, t] cached
+            return self.output_head(self.decoder(x, None, mask, None, cache))  # [B, L, V]

@@ -1,13 +1,13 @@
-"""The two sublayers besides attention (feed-forward, Add & Norm) and the layers built from them."""
+"""The two sublayers besides attention (feed-forward, Add & Norm), the layers built from them, the decoder stack
+and the output head (shared by the encoder-decoder and the GPT)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
-from .attention import KVCache, MultiHeadAttention
+from .attention import MultiHeadAttention
+from .cache import DecoderLayerCache, DecodingCache
 from .recording import record
 
 
@@ -62,14 +62,6 @@ class EncoderLayer(nn.Module):
         return self.add_norm2(x, self.feed_forward(x))
 
 
-@dataclass
-class DecoderLayerCache:
-    """One decoder layer's caches: self-attention K/V grow by a position per step; cross-attention K/V stay."""
-
-    self_attn: KVCache = field(default_factory=lambda: KVCache(grows=True))
-    cross_attn: KVCache = field(default_factory=lambda: KVCache(grows=False))
-
-
 class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention to the encoder's memory, then the FFN.
 
@@ -110,3 +102,40 @@ class DecoderLayer(nn.Module):
             # Q from y, K and V from the memory
             y = self.residual(y, self.add_norm2, lambda x: self.cross_attn(x, memory, memory, src_mask, cross_cache))
         return self.residual(y, self.add_norm3, self.feed_forward)
+
+
+class Decoder(nn.Module):
+    """A stack of decoder layers, then a final LayerNorm. The GPT uses it with layers that have no cross-attention."""
+
+    def __init__(self, layers: list[DecoderLayer], d_model: int):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.norm = nn.LayerNorm(d_model)
+
+    def forward(self, y: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor,
+                src_mask: torch.Tensor | None = None, cache: DecodingCache | None = None) -> torch.Tensor:
+        """y [B, L_tgt, D], memory [B, L_src, D] or None, masks as in ``DecoderLayer`` -> [B, L_tgt, D]."""
+        for i, layer in enumerate(self.layers):
+            y = layer(y, memory, tgt_mask, src_mask, None if cache is None else cache.layers[i])  # [B, L_tgt, D]
+        out = self.norm(y)
+        record("decoder_output", out)
+        return out
+
+
+class OutputHead(nn.Module):
+    """The output head: [B, L_tgt, D] -> logits over the target vocabulary [B, L_tgt, V_tgt]."""
+
+    def __init__(self, d_model: int, vocab_size: int):
+        super().__init__()
+        self.proj = nn.Linear(d_model, vocab_size)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        logits = self.proj(h)  # [B, L_tgt, V_tgt]
+        record("logits", logits)
+        return logits
+
+
+def rename_output_head_keys(module, state_dict, prefix, *args) -> None:
+    """Checkpoints saved before the output head's rename hold ``generator.*`` keys: read them as ``output_head.*``."""
+    for key in [k for k in state_dict if k.startswith(prefix + "generator.")]:
+        state_dict[prefix + "output_head." + key[len(prefix + "generator."):]] = state_dict.pop(key)

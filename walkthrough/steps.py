@@ -4,7 +4,7 @@ Model code refers to a step by its id (``record("scores", scores)``); traced row
 readable label (``Row.step == "scores Q·Kᵀ/√d_k"``), its named dims and its meaning. To look a step up:
 
     wt.STEPS["scores"].label            # 'scores Q·Kᵀ/√d_k'
-    wt.step("scores").dims              # 'B H L_q L_k'  (an unknown id is a KeyError that lists the ids)
+    wt.STEPS["scores"].dims             # 'B H L_q L_k'  (an unknown id is a KeyError that lists the ids)
     wt.by_step(rows)["decoder.layers.0.cross_attn", "scores"]   # a traced row, by module path and step id
 
 Dims use the general names (``H_kv`` for K/V heads, ``L_tgt`` for the decoder's length); a model class may
@@ -75,18 +75,22 @@ _TABLE = (
 # The names of a model with one K/V head per query head (no grouped-query attention): H_kv is H.
 ONE_KV_HEAD_PER_HEAD = {"H_kv": "H", "H_kv·d_k": "D"}
 
-STEPS: dict[str, Step] = {s.id: s for s in _TABLE}
+class _Table(dict):
+    """Steps by id; an unknown id is a KeyError that lists the ids."""
+
+    def __missing__(self, step_id):
+        raise KeyError(f"no step {step_id!r}; the steps are {', '.join(self)} (each one's label, dims and meaning: "
+                       f"wt.STEPS[id])")
+
+
+STEPS: dict[str, Step] = _Table((s.id, s) for s in _TABLE)
 _BY_LABEL: dict[str, Step] = {s.label: s for s in _TABLE}
 assert len(STEPS) == len(_BY_LABEL) == len(_TABLE), "step ids and labels are each unique"
 
 
 def step(step_id: str) -> Step:
     """The step with this id (or, for older code, this label); an unknown one is a KeyError listing the ids."""
-    found = STEPS.get(step_id) or _BY_LABEL.get(step_id)
-    if found is None:
-        raise KeyError(f"no step {step_id!r}; the steps are {', '.join(STEPS)} (wt.STEPS holds each one's "
-                       f"label, dims and meaning)")
-    return found
+    return _BY_LABEL.get(step_id) or STEPS[step_id]
 
 
 class StepRows(dict):

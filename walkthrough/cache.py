@@ -1,0 +1,143 @@
+"""What a decoder keeps between decoding steps (notebook 08): each attention layer's keys and values, the ids so far.
+
+A step either completes or leaves the cache as it was (``DecodingCache.step``): the tensors a cache holds
+are never changed in place, only replaced, so going back is putting the old ones back.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .masks import decoder_self_mask
+
+
+class KVCache:
+    """The keys and values one attention layer has already made, kept between decoding steps.
+
+    ``grows=True`` (self-attention): each step appends the new positions' K and V, so both are
+    [B, H_kv, t, d_k] after t positions. ``grows=False`` (cross-attention): K and V of the encoder memory,
+    [B, H_kv, L_src, d_k], made at the first step and reused unchanged: the memory never changes.
+    """
+
+    def __init__(self, grows: bool):
+        self.grows = grows
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.size(2)
+
+    @property
+    def holds_memory(self) -> bool:
+        """A fixed cache after its first step: K and V come from here, key/value are not projected again."""
+        return not self.grows and self.k is not None
+
+    @property
+    def offset(self) -> int:
+        """The position of the new queries and keys: after the cached ones when growing; 0 for a fixed cache,
+        whose keys are the memory's own positions, not earlier ones of the sequence being decoded."""
+        return len(self) if self.grows else 0
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keep the new K, V [B, H_kv, n, d_k] (appended after the cached ones when growing) and return all kept."""
+        if self.grows and self.k is not None:
+            k = torch.cat([self.k, k], dim=2)  # [B, H_kv, t + n, d_k]: the past, then the new positions
+            v = torch.cat([self.v, v], dim=2)
+        self.k, self.v = k, v
+        return k, v
+
+    def check(self, batch: int, kv_heads: int, d_k: int) -> None:
+        """Refuse a cache made for another batch or another attention layer's sizes."""
+        if self.k is None:
+            return
+        if self.k.size(0) != batch:
+            raise ValueError(f"the cache holds keys for a batch of {self.k.size(0)} but this call has {batch}: "
+                             f"start a new cache for each batch")
+        if (self.k.size(1), self.k.size(3)) != (kv_heads, d_k):
+            raise ValueError(f"the cache holds {self.k.size(1)} K/V heads of {self.k.size(3)} features, this "
+                             f"attention makes {kv_heads} of {d_k}: the cache belongs to another model; start a "
+                             f"new one")
+
+
+@dataclass
+class DecoderLayerCache:
+    """One decoder layer's caches: self-attention K/V grow by a position per step; cross-attention K/V stay."""
+
+    self_attn: KVCache = field(default_factory=lambda: KVCache(grows=True))
+    cross_attn: KVCache = field(default_factory=lambda: KVCache(grows=False))
+
+
+class DecodingCache:
+    """What incremental decoding keeps between steps, for one model and one batch.
+
+    ``ids`` [B, t]: every token fed so far (for the padding mask); ``layers``: per decoder layer, the
+    self-attention K/V (growing) and the cross-attention K/V (fixed). ``source``: a copy of the source ids
+    the cross-attention K/V came from, so a cache is never used with another source, even one changed in
+    place. Start one with ``model.new_cache(src)`` (encoder-decoder) or ``gpt.new_cache(batch)``.
+    """
+
+    def __init__(self, model: nn.Module, batch: int, source: torch.Tensor | None = None):
+        if not isinstance(getattr(model, "decoder", None), nn.Module) or not hasattr(model.decoder, "layers"):
+            raise TypeError(f"a DecodingCache belongs to a walkthrough Transformer or a GPT, got "
+                            f"{type(model).__name__}: start one with model.new_cache(src) (Transformer) or "
+                            f"model.new_cache(batch) (GPT)")
+        self.model = model
+        self.batch = batch
+        # meta ids hold no values to compare: a traced step's source is left unchecked
+        self.source = None if source is None or source.device.type == "meta" else source.clone()
+        self.ids: torch.Tensor | None = None
+        self.layers = [DecoderLayerCache() for _ in model.decoder.layers]
+
+    def __len__(self) -> int:
+        return 0 if self.ids is None else self.ids.size(1)
+
+    def check(self, model: nn.Module, new_ids: torch.Tensor, source: torch.Tensor | None = None) -> None:
+        """Refuse a cache from another model, another batch or another source: it would give silent nonsense."""
+        if self.model is not model:
+            raise ValueError("this cache was made by another model: start one with this model's new_cache(...)")
+        if new_ids.size(0) != self.batch:
+            raise ValueError(f"the cache was made for a batch of {self.batch} but the new tokens have "
+                             f"{new_ids.size(0)} rows: start a new cache for each batch")
+        if self.source is None:
+            return
+        if source is None or source.shape != self.source.shape or not torch.equal(source, self.source):
+            raise ValueError("the source changed since this cache was made: its cross-attention keys and values "
+                             "belong to the old source; start a new cache with model.new_cache(src)")
+
+    def append(self, new_ids: torch.Tensor) -> torch.Tensor:
+        """Add the new tokens [B, n] to those seen; returns every id so far [B, t + n]."""
+        self.ids = new_ids if self.ids is None else torch.cat([self.ids, new_ids], dim=1)
+        return self.ids
+
+    @contextmanager
+    def step(self):
+        """One decoding step: if anything inside fails, every layer's K/V and the ids go back to before it."""
+        kept = (self.ids, [(c.self_attn.k, c.self_attn.v, c.cross_attn.k, c.cross_attn.v) for c in self.layers])
+        try:
+            yield self
+        except BaseException:
+            self.ids = kept[0]
+            for c, (k, v, ck, cv) in zip(self.layers, kept[1]):
+                c.self_attn.k, c.self_attn.v, c.cross_attn.k, c.cross_attn.v = k, v, ck, cv
+            raise
+
+
+def decoding_step(cache: DecodingCache | None):
+    """``cache.step()``, or nothing to undo without a cache."""
+    return nullcontext() if cache is None else cache.step()
+
+
+def self_attention_mask(model: nn.Module, new_ids: torch.Tensor, cache: DecodingCache | None,
+                        source: torch.Tensor | None = None) -> torch.Tensor:
+    """The decoder's self-attention mask for ``new_ids`` [B, n]: [B, 1, n, n] without a cache. With one
+    (checked, then extended by the new ids), the new positions ask and every id so far answers: [B, 1, n, t]."""
+    if cache is None:
+        return decoder_self_mask(new_ids, model.cfg.pad_id)
+    if not isinstance(cache, DecodingCache):
+        raise TypeError(f"cache must come from model.new_cache(...), got {type(cache).__name__}")
+    cache.check(model, new_ids, source)
+    return decoder_self_mask(cache.append(new_ids), model.cfg.pad_id, new_ids.size(1))
