@@ -1,7 +1,12 @@
+import re
+import subprocess
+import sys
+
 import pytest
 import torch
 
 import walkthrough as wt
+from walkthrough import config
 
 
 @pytest.mark.parametrize("kwargs,error,message", [
@@ -114,3 +119,92 @@ def test_gqa_head_counts_are_checked():
         wt.MultiHeadAttention(64, 8, num_kv_heads=3)
     with pytest.raises(ValueError, match="d_k must be even, got d_k=3; d_k = d_model / num_heads"):
         wt.GPTConfig(vocab_size=10, d_model=12, num_heads=4, d_ff=8, num_layers=1, positions="rope")
+
+
+# The memory guard: the peak of building, against the limit this process actually has.
+
+GUARD_CONFIGS = [
+    wt.ModelConfig(src_vocab_size=23, tgt_vocab_size=19, d_model=32, num_heads=4, d_ff=64, num_layers=2, max_len=64),
+    wt.ModelConfig(src_vocab_size=50, tgt_vocab_size=50, d_model=48, num_heads=4, d_ff=40, num_layers=1, max_len=9,
+                   share_embeddings=True),
+    wt.GPTConfig(vocab_size=50, d_model=32, num_heads=4, num_kv_heads=2, d_ff=64, num_layers=3, max_len=64,
+                 positions="sinusoidal", norm_first=False),
+    wt.GPTConfig(vocab_size=70, d_model=64, num_heads=8, num_kv_heads=1, d_ff=32, num_layers=2, max_len=10**9),
+]
+
+
+@pytest.mark.parametrize("cfg", GUARD_CONFIGS)
+def test_the_guards_count_is_the_built_models_own(cfg):
+    with torch.device("meta"):
+        model = wt.Transformer(cfg) if isinstance(cfg, wt.ModelConfig) else wt.GPT(cfg)
+    assert config.parameter_count(cfg) == sum(p.numel() for p in model.parameters())
+    tables = sum(b.numel() for b in model.buffers())
+    assert config.build_peak_bytes(cfg) == 4 * (sum(p.numel() for p in model.parameters()) + tables) + (
+        4 * max((b.numel() for b in model.buffers()), default=0))
+
+
+MEASURE = """
+import resource, sys, torch, walkthrough as wt
+from walkthrough import config
+torch.set_num_threads(1)
+cfg = eval(sys.argv[1], {"wt": wt})
+def rss():  # resident bytes now
+    return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
+before, peak_before = rss(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+model = wt.Transformer(cfg) if isinstance(cfg, wt.ModelConfig) else wt.GPT(cfg)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+assert peak > peak_before, "the build must raise the peak, or the measurement is hidden by the import's"
+print(peak - before, config.build_peak_bytes(cfg))
+"""
+
+
+@pytest.mark.parametrize("cfg", [
+    "wt.GPTConfig(vocab_size=100, d_model=64, num_heads=4, d_ff=128, num_layers=2, max_len=1_000_000, "
+    "positions='sinusoidal')",  # the table dominates: the case the old guard halved
+    "wt.ModelConfig(src_vocab_size=30000, tgt_vocab_size=30000, d_model=512, num_heads=8, d_ff=2048, num_layers=2, "
+    "max_len=5000)",  # the weights dominate
+    "wt.ModelConfig(src_vocab_size=1000, tgt_vocab_size=1000, d_model=128, num_heads=4, d_ff=256, num_layers=2, "
+    "max_len=400_000)",  # two tables
+])
+def test_the_guards_estimate_is_the_measured_peak_of_building(cfg):
+    """Measured in a fresh process: the rise of its peak resident memory while the model is built."""
+    run = subprocess.run([sys.executable, "-c", MEASURE, cfg], capture_output=True, text=True, check=True)
+    measured, estimated = map(int, run.stdout.split())
+    assert 0.85 * estimated <= measured <= 1.1 * estimated, (measured, estimated)
+
+
+def test_a_rope_gpt_with_a_long_max_len_builds_no_table_and_is_not_refused():
+    cfg = wt.GPTConfig(vocab_size=70, d_model=64, num_heads=8, d_ff=32, num_layers=1, max_len=10**9)
+    assert config.build_peak_bytes(cfg) < 2**20
+    assert wt.GPT(cfg)(torch.ones(1, 5, dtype=torch.long)).shape == (1, 5, 70)
+
+
+def test_the_guard_reads_the_containers_memory_limit(tmp_path):
+    (tmp_path / "memory.max").write_text(f"{3 * 2**30}\n")
+    (tmp_path / "memory.current").write_text(f"{2**30}\n")
+    room, limit = config.memory_headroom(tmp_path)
+    assert room == 2 * 2**30 and limit == "the container's memory limit (3.0 GiB, cgroup)"
+    v1 = tmp_path / "v1"
+    (v1 / "memory").mkdir(parents=True)
+    (v1 / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1's "no limit"
+    (v1 / "memory" / "memory.usage_in_bytes").write_text("1000\n")
+    assert config.memory_headroom(v1)[1] != "the container's memory limit"
+
+
+UNDER_A_LIMIT = """
+import resource, torch, walkthrough as wt
+in_use = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (in_use + 2 * 2**30, resource.RLIM_INFINITY))
+try:
+    wt.GPT(wt.GPTConfig(vocab_size=100, d_model=64, num_heads=4, d_ff=128, num_layers=1, max_len=5_000_000,
+                        positions="sinusoidal"))
+except ValueError as err:
+    print(err)
+"""
+
+
+def test_the_guard_compares_with_the_processs_own_address_space_limit():
+    """2.6 GiB to build under a limit of 2 GiB more than in use: refused, naming RLIMIT_AS (the machine has more)."""
+    run = subprocess.run([sys.executable, "-c", UNDER_A_LIMIT], capture_output=True, text=True, check=True)
+    assert re.search(r"this GPT would need about 2\.[0-9] GiB while it is built .* but this process's address-space "
+                     r"limit \(RLIMIT_AS, [0-9.]+ GiB\) leaves this process 2\.0 GiB", run.stdout), run.stdout
