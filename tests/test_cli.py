@@ -56,12 +56,21 @@ def test_bad_train_input_is_an_error_before_training(no_training, capsys, argv, 
     (["--held-out", "0"], "argument --held-out: must be at least 1, got 0"),
     (["--seconds", "0"], "argument --seconds: must be a positive number of seconds"),
     (["--seconds", "soon"], "argument --seconds: must be a number of seconds such as 30, got 'soon'"),
+    (["--held-out", "100000000"], "argument --held-out: must be at most 10,000, got 100,000,000"),
 ])
 def test_bad_train_flags_are_refused_by_the_parser(no_training, capsys, argv, message):
     with pytest.raises(SystemExit) as stop:
         cli.main(["train", *argv])
     assert stop.value.code == 2
     assert "error: " + message in capsys.readouterr().err
+
+
+def test_a_trace_deeper_than_any_known_model_is_refused_before_building(capsys, monkeypatch):
+    monkeypatch.setattr(cli, "trace_shapes", lambda *args: pytest.fail("traced before the flags were checked"))
+    with pytest.raises(SystemExit):
+        cli.main(["trace", "--layers", "100000"])
+    err = capsys.readouterr().err
+    assert "argument --layers: must be at most 96, got 100,000: the deepest well-known models" in err
 
 
 def test_bad_trace_sizes_are_an_error(capsys):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import math
 import sys
 
 from .config import ModelConfig
-from .trace import format_table, summarise, trace_shapes
+from .trace import SOURCE_SIZES, format_table, summarise, trace_shapes
+from .train import MAX_HELD_OUT
+
+MAX_TRACE_LAYERS = 96  # a trace builds every layer (on the meta device, but each is Python objects): 96 take seconds
 
 
 def _trace(args) -> None:
@@ -19,7 +21,8 @@ def _trace(args) -> None:
 
 
 def _train(args) -> None:
-    from .train import Trainer, TrainSettings, check_checkpoint_path, held_out_pairs, save_checkpoint
+    from .checkpoints import check_checkpoint_path
+    from .train import Trainer, TrainSettings, held_out_pairs, save_checkpoint
 
     if args.save is not None:  # checked first: a bad path must not cost a whole training run
         check_checkpoint_path(args.save, for_writing=True, name="--save")
@@ -27,11 +30,8 @@ def _train(args) -> None:
     if args.model == "gpt":  # notebook 09: the same numerals as a decoder-only language model
         from .language_model import GPTSettings, GPTTrainer, save_gpt_checkpoint
         task, settings, save = GPTTrainer, GPTSettings, save_gpt_checkpoint
-    defaults = settings()
-    steps = defaults.steps if args.steps is None else args.steps
-    # Fewer steps than the default keep the default's share of warm-up (15%), so --steps 20 just works.
-    warmup = round(defaults.warmup * steps / defaults.steps) if args.warmup is None else args.warmup
-    trainer = task(settings(steps=steps, warmup=warmup, seed=args.seed))
+    steps = settings().steps if args.steps is None else args.steps
+    trainer = task(settings(steps=steps, warmup=args.warmup, seed=args.seed))  # no --warmup: the settings' 15%
     pairs = held_out_pairs(args.held_out)
     print(trainer.run(seconds=args.seconds, evaluate=False), file=sys.stderr)
     if args.save is not None:
@@ -39,14 +39,21 @@ def _train(args) -> None:
     print(f"held-out exact-match accuracy: {trainer.accuracy(pairs):.2f} ({len(pairs)} examples)")
 
 
-def _positive_int(text: str) -> int:
+def _positive_int(text: str, most: int | None = None, why: str = "") -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if most is not None and value > most:
+        raise argparse.ArgumentTypeError(f"must be at most {most:,}, got {value:,}: {why}")
     return value
+
+
+def _at_most(most: int, why: str):
+    """An argparse type: a whole number from 1 to ``most`` (``why`` says where the bound comes from)."""
+    return lambda text: _positive_int(text, most, why)
 
 
 def _positive_seconds(text: str) -> float:
@@ -64,12 +71,14 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     trace = commands.add_parser("trace", help="print every step's shape, from the real model on the meta device")
     paper = ModelConfig.paper_base()  # the defaults are the source articles' sizes, from the config itself
-    lengths = inspect.signature(trace_shapes).parameters
-    for flag, default in (("--batch", lengths["batch"].default), ("--src-len", lengths["src_len"].default),
-                          ("--tgt-len", lengths["tgt_len"].default), ("--d-model", paper.d_model),
+    for flag, default in (("--batch", SOURCE_SIZES["batch"]), ("--src-len", SOURCE_SIZES["src_len"]),
+                          ("--tgt-len", SOURCE_SIZES["tgt_len"]), ("--d-model", paper.d_model),
                           ("--heads", paper.num_heads), ("--d-ff", paper.d_ff), ("--vocab", paper.tgt_vocab_size),
-                          ("--layers", paper.num_layers), ("--max-len", paper.max_len)):
+                          ("--max-len", paper.max_len)):
         trace.add_argument(flag, type=int, default=default, help=f"default {default}")
+    trace.add_argument("--layers", type=_at_most(MAX_TRACE_LAYERS, "the deepest well-known models (GPT-3) have 96, "
+                                                 "and the trace builds every layer"),
+                       default=paper.num_layers, help=f"default {paper.num_layers}, at most {MAX_TRACE_LAYERS}")
     trace.add_argument("--all-layers", action="store_true", help="list every layer instead of summarising repeats")
     train = commands.add_parser("train", help="train the Chinese numeral -> English words model (notebook 07)")
     train.add_argument("--steps", type=_positive_int, default=None, help="training steps (default: the notebook's)")
@@ -79,7 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--model", choices=("transformer", "gpt"), default="transformer",
                        help="transformer: the encoder-decoder (notebook 07); gpt: the decoder-only model (notebook 09)")
     train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--held-out", type=_positive_int, default=500, help="held-out examples to score")
+    train.add_argument("--held-out", type=_at_most(MAX_HELD_OUT, "500 already scores to within a few percent"),
+                       default=500, help=f"held-out examples to score (at most {MAX_HELD_OUT:,})")
     train.add_argument("--save", default=None, help="write a checkpoint to this path (checked before training)")
     return parser
 
