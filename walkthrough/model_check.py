@@ -474,52 +474,60 @@ def _greedy(model: nn.Module, src: torch.Tensor, steps: int) -> torch.Tensor:
     return ys
 
 
-def _verdict(make_model: Callable, checkpoint) -> ModelVerdict:
-    trainer = load_checkpoint(checkpoint)
-    ref, cfg = trainer.model.eval(), trainer.model.cfg
-    pairs = held_out_pairs(PAIRS)
-    batch = make_batch(pairs, trainer.src_vocab, trainer.tgt_vocab)
-    with torch.no_grad(), _recording(ref) as ref_calls:
-        ref(batch.src.clone(), batch.tgt_in.clone())
-    mine = _build(make_model, cfg)
-    _load_weights(mine, {name: w.clone() for name, w in ref.state_dict().items()})
-    mine.eval()
+def _translations_verdict(trainer, mine: nn.Module, pairs, src: torch.Tensor, steps: int, gap: float,
+                          checkpoint) -> ModelVerdict:
+    """The logits agree: greedy decoding through both models must give the same words."""
+    ref_words, my_words = [[" ".join(trainer.tgt_vocab.decode(row)) for row in ids.tolist()] for ids in (
+        _greedy(trainer.model, src, steps),
+        _run(_greedy, mine, src, steps, what="greedy decoding through your model"))]
+    wrong = [i for i, (mine_, theirs) in enumerate(zip(my_words, ref_words)) if mine_ != theirs]
+    if wrong:
+        raise _Verdict("✗", f"the logits agree, but greedy decoding through your model translates "
+                            f"{pairs[wrong[0]][0]} as '{my_words[wrong[0]]}', the package's as "
+                            f"'{ref_words[wrong[0]]}' ({len(wrong)} of {len(pairs)} differ).", ROOT)
+    quoted = ", ".join(f"{zh} → {my_words[i]}" for i, (zh, _) in enumerate(pairs[:SHOWN]))
+    return ModelVerdict(True, f"✓ model: right. With the trained weights of {Path(checkpoint).name}, your "
+                              f"{type(mine).__name__} gives the package's logits on {len(pairs)} held-out numerals "
+                              f"(largest gap {gap:.1e}) and the same greedy translations: {quoted}, …")
 
-    with _recording(mine) as mine_calls:
-        try:
-            logits = _run(mine, batch.src.clone(), batch.tgt_in.clone(), what=f"your {type(mine).__name__}")
-            whole = None if _same(logits, ref_calls.calls[ROOT].output) else logits
-        except _Verdict as verdict:
-            whole = verdict
-    if whole is None:
-        steps = 2 + batch.labels.size(1)
-        theirs = _greedy(ref, batch.src, steps)
-        yours = _run(_greedy, mine, batch.src, steps, what="greedy decoding through your model")
-        words = [" ".join(trainer.tgt_vocab.decode(row)) for row in yours.tolist()]
-        expected = [" ".join(trainer.tgt_vocab.decode(row)) for row in theirs.tolist()]
-        wrong = [i for i, (a, b) in enumerate(zip(words, expected)) if a != b]
-        if wrong:
-            zh = pairs[wrong[0]][0]
-            raise _Verdict("✗", f"the logits agree, but greedy decoding through your model translates {zh} as "
-                                f"'{words[wrong[0]]}', the package's as '{expected[wrong[0]]}' "
-                                f"({len(wrong)} of {len(pairs)} differ).", ROOT)
-        gap = _gap(logits, ref_calls.calls[ROOT].output)
-        quoted = ", ".join(f"{zh} → {words[i]}" for i, (zh, _) in enumerate(pairs[:SHOWN]))
-        return ModelVerdict(True, f"✓ model: right. With the trained weights of {Path(checkpoint).name}, your "
-                                  f"{type(mine).__name__} gives the package's logits on {len(pairs)} held-out "
-                                  f"numerals (largest gap {gap:.1e}) and the same greedy translations: {quoted}, …")
 
+def _first_difference(ref: nn.Module, mine: nn.Module, ref_calls: _Calls, mine_calls: _Calls,
+                      whole: _Verdict | None, tgt: torch.Tensor) -> _Verdict:
+    """The first of the student's blocks (children first) that is wrong given the package's inputs; if none is,
+    the model's own code (``whole``: what running the whole model gave, when it was a stub or a crash)."""
     blocks = _student_blocks(ref_calls, mine)
     modules = dict(ref.named_modules())
     verdicts = {path: None if path == ROOT else _block_verdict(path, module, modules[path], ref_calls)
                 for path, module in blocks}
     first = next((verdicts[path] for path, _ in blocks if verdicts[path] is not None), None)
     if first is None:
-        first = whole if isinstance(whole, _Verdict) else \
-            _model_code_verdict(mine_calls, ref_calls, batch.tgt_in, cfg.pad_id)
+        first = whole or _model_code_verdict(mine_calls, ref_calls, tgt, ref.cfg.pad_id)
         first.block = first.block or ROOT
         verdicts[ROOT] = first
-    raise _Verdict(first.symbol, f"{first.text}\n  blocks: {_progress(blocks, verdicts)}", first.block)
+    return _Verdict(first.symbol, f"{first.text}\n  blocks: {_progress(blocks, verdicts)}", first.block)
+
+
+def _verdict(make_model: Callable, checkpoint) -> ModelVerdict:
+    trainer = load_checkpoint(checkpoint)
+    ref = trainer.model.eval()
+    pairs = held_out_pairs(PAIRS)
+    batch = make_batch(pairs, trainer.src_vocab, trainer.tgt_vocab)
+    with torch.no_grad(), _recording(ref) as ref_calls:
+        ref(batch.src.clone(), batch.tgt_in.clone())
+    expected = ref_calls.calls[ROOT].output  # [B, L_tgt, V_tgt]
+    mine = _build(make_model, ref.cfg)
+    _load_weights(mine, {name: weight.clone() for name, weight in ref.state_dict().items()})
+    mine.eval()
+    whole = None  # a stub or a crash of the whole model
+    with _recording(mine) as mine_calls:
+        try:
+            logits = _run(mine, batch.src.clone(), batch.tgt_in.clone(), what=f"your {type(mine).__name__}")
+        except _Verdict as verdict:
+            whole = verdict
+    if whole is None and _same(logits, expected):
+        return _translations_verdict(trainer, mine, pairs, batch.src, 2 + batch.labels.size(1),
+                                     _gap(logits, expected), checkpoint)
+    raise _first_difference(ref, mine, ref_calls, mine_calls, whole, batch.tgt_in)
 
 
 def check_model(make_model: Callable, checkpoint: str | Path | None = None) -> ModelVerdict:
