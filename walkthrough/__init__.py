@@ -16,7 +16,7 @@ from .embedding import Embedding, PositionalEncoding, sinusoidal_table
 from .exercises import check_exercise
 from .flash import flash_attention, flash_attention_backward, flash_tiles
 from .gpt import GPT
-from .language_model import GPTSettings, GPTTrainer, load_gpt_checkpoint, save_gpt_checkpoint
+from .language_model import SEPARATOR, GPTSettings, GPTTrainer, load_gpt_checkpoint, make_lm_batch, save_gpt_checkpoint
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward, OutputHead
 from .loss import sequence_loss
 from .masks import causal_mask, decoder_self_mask, padding_mask, to_blocked
@@ -45,16 +45,19 @@ from .trace import (
 from .train import (
     Trainer,
     TrainSettings,
+    cross_attention_map,
     held_out_pairs,
     load_checkpoint,
+    lr_curve,
     save_checkpoint,
     translate,
 )
-from .training import teacher_forcing, warmup_lr
+from .training import make_batch, smoothing_floor, teacher_forcing, warmup_lr
 
 __all__ = [
     "GPT",
     "PHRASES",
+    "SEPARATOR",
     "SOURCE_SIZES",
     "STEPS",
     "AddNorm",
@@ -92,6 +95,7 @@ __all__ = [
     "chinese_numeral",
     "copy_torch_attention",
     "cost",
+    "cross_attention_map",
     "decoder_self_mask",
     "english_words",
     "flash_attention",
@@ -106,6 +110,9 @@ __all__ = [
     "load_checkpoint",
     "load_gpt_checkpoint",
     "load_torch_transformer",
+    "lr_curve",
+    "make_batch",
+    "make_lm_batch",
     "numeral_vocabs",
     "pad_batch",
     "padding_mask",
@@ -119,6 +126,7 @@ __all__ = [
     "shape_table",
     "side_by_side",
     "sinusoidal_table",
+    "smoothing_floor",
     "summarise",
     "teacher_forcing",
     "to_blocked",
