@@ -125,3 +125,26 @@ def test_changing_target_token_t_changes_no_output_before_t(small_cfg, position)
         before, after = model(src, tgt), model(src, changed)
     torch.testing.assert_close(after[:, :position], before[:, :position])  # the past cannot see the future
     assert not torch.allclose(after[:, position:], before[:, position:])  # ... while t itself and later do
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2, 1])
+@pytest.mark.parametrize("masking", ["none", "padding", "causal", "padding and causal", "a fully blocked row"])
+def test_fused_attention_equals_the_written_out_path(kv_heads, masking):
+    """Training runs PyTorch's fused kernel, figures and traces the written-out path: the same context, masks
+    (True = may attend), grouped K/V heads and fully blocked rows (finite, the mean of the values) included."""
+    torch.manual_seed(0)
+    attention = wt.MultiHeadAttention(32, 4, dropout=0.3, num_kv_heads=kv_heads).eval()  # eval: dropout off
+    x, memory = torch.randn(3, 6, 32), torch.randn(3, 5, 32)
+    ids = ragged_ids([6, 4, 2], 6, 9)
+    masks = {"none": None, "padding": wt.padding_mask(ids, 0), "causal": wt.causal_mask(6),
+             "padding and causal": wt.padding_mask(ids, 0) & wt.causal_mask(6),
+             # padded queries (rows) of sentences 2 and 3 may attend to nothing: [B, 1, L_q, L_k]
+             "a fully blocked row": (ids != 0)[:, None, :, None].expand(3, 1, 6, 6)}
+    mask = masks[masking]
+    for key in (x, memory) if masking == "none" else (x,):
+        fused = attention(x, key, key, mask)
+        assert attention.attn_weights is None  # the fused kernel made none
+        with wt.keep_attention_weights(attention):
+            written = attention(x, key, key, mask)
+        assert attention.attn_weights is not None and torch.isfinite(fused).all()
+        torch.testing.assert_close(fused, written, rtol=1e-5, atol=1e-6)
