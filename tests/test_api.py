@@ -1,0 +1,110 @@
+"""The public API: every exported name resolves, ``import *`` stays light, notebooks reach names one way, old
+checkpoints keep loading, and inputs are checked once per public call."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import walkthrough as wt
+from walkthrough import embedding
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMESPACES = {"viz", "widgets", "cost", "backward"}  # modules reached as wt.viz.heatmap, loaded on first use or not
+
+
+def test_every_name_in_all_resolves():
+    missing = [name for name in wt.__all__ if not hasattr(wt, name)]
+    assert not missing, missing
+    assert wt.__all__ == sorted(wt.__all__, key=lambda n: (not n.isupper(), not n[0].isupper(), n))
+
+
+def test_import_star_is_as_light_as_import():
+    code = ("import sys\nfrom walkthrough import *\n"
+            "print(sorted(m for m in ('matplotlib', 'ipywidgets', 'IPython') if m in sys.modules))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert run.stdout.split() == ["[]"]
+
+
+def notebook_code(numbers=range(11)):
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        if int(path.name[:2]) in numbers:
+            for cell in json.loads(path.read_text())["cells"]:
+                if cell["cell_type"] == "code":
+                    yield path.name, "".join(cell["source"])
+
+
+def test_notebooks_reach_the_package_one_way_through_public_names():
+    """Notebooks 00-10 import ``walkthrough as wt`` and use ``wt.NAME`` for an exported name, or
+    ``wt.viz.X`` / ``wt.widgets.X`` / ``wt.cost.X`` for a module's public function; never a private name."""
+    wrong = []
+    for name, source in notebook_code():
+        for line in re.findall(r"^\s*(?:from walkthrough\S* import .*|import walkthrough\S*.*)$", source, re.M):
+            if line.strip() != "import walkthrough as wt":
+                wrong.append(f"{name}: {line.strip()}")
+        for first, second in re.findall(r"\bwt\.(\w+)(?:\.(\w+))?", source):
+            if first in NAMESPACES:
+                if second and (second.startswith("_") or not hasattr(getattr(wt, first), second)):
+                    wrong.append(f"{name}: wt.{first}.{second}")
+            elif first not in wt.__all__:
+                wrong.append(f"{name}: wt.{first}" + (f".{second}" if second else ""))
+    assert not wrong, "\n".join(sorted(set(wrong)))
+
+
+def test_no_notebook_uses_a_private_name_of_the_package():
+    private = [f"{name}: {m}" for name, source in notebook_code(range(100))
+               for m in re.findall(r"\bwt(?:\.\w+)*\._\w+", source)]
+    assert not private, private
+
+
+@pytest.mark.parametrize("path,kind", [("numerals.pt", "transformer"), ("gpt_numerals.pt", "gpt")])
+def test_shipped_checkpoints_load_into_the_renamed_output_head(path, kind):
+    loaded = (wt.load_checkpoint if kind == "transformer" else wt.load_gpt_checkpoint)(ROOT / "checkpoints" / path)
+    head = loaded.model.output_head.proj.weight
+    raw = torch.load(ROOT / "checkpoints" / path, map_location="cpu", weights_only=False)
+    stored = next(v for k, v in raw["model"].items() if k.endswith("proj.weight") and "head" in k or
+                  k.startswith("generator.proj.weight"))
+    torch.testing.assert_close(head, stored)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: wt.Transformer(wt.ModelConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=2, d_ff=32,
+                                          num_layers=1)),
+    lambda: wt.GPT(wt.GPTConfig(vocab_size=20, d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=8)),
+])
+def test_a_state_saved_with_generator_keys_loads_into_output_head(make):
+    torch.manual_seed(0)
+    saved = {k.replace("output_head.", "generator."): v for k, v in make().state_dict().items()}
+    assert any(k.startswith("generator.") for k in saved)
+    model = make()
+    model.load_state_dict(saved)  # strict: every old key found its new place
+    torch.testing.assert_close(model.output_head.proj.weight, saved["generator.proj.weight"])
+    with pytest.warns(DeprecationWarning, match="output_head"):
+        assert model.generator is model.output_head
+
+
+def test_ids_are_checked_once_per_model_call_and_a_layer_called_alone_checks_its_inputs(monkeypatch):
+    calls = []
+    checked = embedding.check_ids
+
+    def counting(ids, vocab_size, name):
+        calls.append(name)
+        return checked(ids, vocab_size, name)
+
+    for module in (embedding, sys.modules["walkthrough.model"], sys.modules["walkthrough.gpt"]):
+        monkeypatch.setattr(module, "check_ids", counting)
+    model = wt.Transformer(wt.ModelConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=2, d_ff=32,
+                                          num_layers=2))
+    model(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 4, dtype=torch.long))
+    assert calls == ["src", "tgt"]  # by the model; neither embedding checks again
+    calls.clear()
+    model.src_embed(torch.ones(2, 3, dtype=torch.long))
+    assert calls == ["ids"]  # an embedding called on its own checks
+    with pytest.raises(ValueError, match="query must be a"):
+        model.encoder.layers[0].self_attn(torch.ones(3, 16), torch.ones(3, 16), torch.ones(3, 16))
+    with pytest.raises(ValueError, match="src holds token id 20"):
+        model(torch.full((2, 3), 20), torch.ones(2, 4, dtype=torch.long))
