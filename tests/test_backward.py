@@ -125,7 +125,7 @@ def test_embedding_backward_is_an_index_add_of_the_looked_up_rows():
 def test_split_heads_backward_is_the_merge():
     attn = wt.MultiHeadAttention(12, 3)
     x, d_heads = torch.randn(2, 5, 12), torch.randn(2, 3, 5, 4)
-    (expected,) = autograd(lambda x: attn.split_heads(x, "x"), [x], d_heads)
+    (expected,) = autograd(lambda x: attn.split_heads(x), [x], d_heads)
     torch.testing.assert_close(backward.split_heads_backward(d_heads), expected)
 
 
@@ -179,3 +179,42 @@ def test_scale_is_square_root_of_d_k():
     weights = (q @ k.transpose(-2, -1) / 4).softmax(-1)
     d_scores = backward.softmax_backward(weights, d_out @ v.transpose(-2, -1))
     torch.testing.assert_close(d_q, d_scores @ k / math.sqrt(16))
+
+
+def check(name, fn, capsys):
+    result = wt.check_exercise(name, fn)
+    capsys.readouterr()
+    return result.message
+
+
+def softmax_slip(slip):
+    def fn(probs, d_probs):
+        if slip == "no row sum":
+            return probs * d_probs
+        if slip == "plain mean":
+            return probs * (d_probs - d_probs.mean(-1, keepdim=True))
+        return probs * (d_probs - (probs * d_probs).sum(-1, keepdim=True))
+    return fn
+
+
+@pytest.mark.parametrize("slip, words", [("no row sum", "you forgot the row sum"),
+                                         ("plain mean", "the probability-weighted sum")])
+def test_softmax_backward_exercise_names_the_slip(slip, words, capsys):
+    assert words in check("softmax_backward", softmax_slip(slip), capsys)
+    assert check("softmax_backward", softmax_slip("right"), capsys).startswith("✓")
+
+
+def scores_slip(slip):
+    def fn(q, k, d_scores):
+        scale = 1.0 if slip == "no scale" else q.size(-1) ** 0.5
+        d_k = (d_scores @ q if slip == "transposed K" else d_scores.transpose(-2, -1) @ q) / scale
+        return d_scores @ k / scale, d_k
+    return fn
+
+
+@pytest.mark.parametrize("slip, words", [("no scale", "you forgot the ÷√d_k"),
+                                         ("transposed K", "K's gradient needs d_scores transposed")])
+def test_scores_backward_exercise_names_the_slip(slip, words, capsys):
+    assert words in check("scores_backward", scores_slip(slip), capsys)
+    assert check("scores_backward", scores_slip("right"), capsys).startswith("✓")
+    assert "return two tensors" in check("scores_backward", lambda q, k, d: d @ k, capsys)

@@ -7,7 +7,7 @@ import torch
 
 import walkthrough as wt
 from walkthrough import backward
-from walkthrough.gradients import GradientTable, parameter_gradients, trace_gradients
+from walkthrough.gradients import GradientTable, layer_gradient_norms, parameter_gradients, trace_gradients
 
 SMALL = wt.ModelConfig(src_vocab_size=40, tgt_vocab_size=30, d_model=12, num_heads=3, d_ff=20, num_layers=2,
                        max_len=16, dropout=0.0)
@@ -44,16 +44,18 @@ def test_a_weights_gradient_has_the_weights_shape_whatever_the_batch():
 def test_meta_gradient_shapes_equal_a_real_backward_pass():
     torch.manual_seed(0)
     model = wt.Transformer(SMALL).eval()
+    traced = trace_gradients(SMALL, 5, 7, 6)
+    head = next(r.forward.where for r in traced if r.forward.step == "logits")  # the output head's path
     grads = {}
-    for name in ("encoder.layers.0.feed_forward.linear1", "decoder.layers.1.cross_attn.w_o", "generator"):
+    for name in ("encoder.layers.0.feed_forward.linear1", "decoder.layers.1.cross_attn.w_o", head):
         module = model.get_submodule(name)
         module.register_full_backward_hook(lambda m, d_in, d_out, name=name: grads.__setitem__(name, d_out[0].shape))
     src, tgt = torch.randint(1, 40, (5, 7)), torch.randint(1, 30, (5, 6))
     wt.sequence_loss(model(src, tgt), tgt, SMALL.pad_id).backward()
-    rows = {(r.forward.where, r.forward.step): r.grad_shape for r in trace_gradients(SMALL, 5, 7, 6)}
+    rows = {(r.forward.where, r.forward.step): r.grad_shape for r in traced}
     assert grads["encoder.layers.0.feed_forward.linear1"] == rows["encoder.layers.0.feed_forward", "FFN hidden, ReLU"]
     assert grads["decoder.layers.1.cross_attn.w_o"] == rows["decoder.layers.1.cross_attn", "output W_o"]
-    assert grads["generator"] == rows["generator", "logits"]
+    assert grads[head] == rows[head, "logits"] == (5, 6, 30)
     real = {name: tuple(p.grad.shape) for name, p in model.named_parameters()}
     assert real == {name: grad for name, _, grad in parameter_gradients(SMALL, 5, 7, 6)}
 
@@ -98,3 +100,20 @@ def test_bad_input_is_refused_with_a_message_that_names_it(call, error, words):
     with pytest.raises(error) as caught:
         call()
     assert words in str(caught.value)
+
+
+def test_post_norm_gradients_grow_toward_the_output_and_pre_norm_ones_do_not():
+    def mean_norms(norm_first):
+        cfg = wt.GPTConfig(vocab_size=64, d_model=128, num_heads=4, d_ff=512, num_layers=12, max_len=64, dropout=0.0,
+                           positions="sinusoidal", norm_first=norm_first)
+        runs = [layer_gradient_norms(cfg, batch=16, length=32, seed=seed) for seed in range(2)]
+        return [sum(layer) / len(runs) for layer in zip(*runs)]
+    post, pre = mean_norms(False), mean_norms(True)
+    assert len(post) == len(pre) == 12 and min(post + pre) > 0
+    assert post[-1] / post[0] > 1.2 and pre[-1] / pre[0] < 0.9
+    cfg = wt.GPTConfig(vocab_size=64, d_model=32, num_heads=2, d_ff=64, num_layers=2, max_len=16, dropout=0.0)
+    assert layer_gradient_norms(cfg, 4, 8, seed=3) == layer_gradient_norms(cfg, 4, 8, seed=3)  # fixed by the seed
+    with pytest.raises(TypeError, match=r"cfg must be a walkthrough\.GPTConfig"):
+        layer_gradient_norms(SMALL)
+    with pytest.raises(ValueError, match="length=17 is longer than max_len=16"):
+        layer_gradient_norms(cfg, 4, 17)

@@ -19,11 +19,13 @@ SMALL = wt.ModelConfig(src_vocab_size=50, tgt_vocab_size=60, d_model=16, num_hea
     ({"num_layers": 3, "num_heads": 4, "d_ff": 48}, (4, 6, 6), 0.0),
     ({"dropout": 0.3, "share_embeddings": True, "tgt_vocab_size": 50}, (1, 9, 2), 0.1),
 ])
-def test_formula_equals_the_bytes_autograd_saves(changes, sizes, smoothing):
+@pytest.mark.parametrize("keep_weights", [False, True], ids=["fused attention", "written out"])
+def test_formula_equals_the_bytes_autograd_saves(changes, sizes, smoothing, keep_weights):
     cfg = dataclasses.replace(SMALL, **changes)
     torch.manual_seed(0)
-    saved, loss = memory.measure_saved(wt.Transformer(cfg), *memory.training_batch(cfg, *sizes), smoothing)
-    assert saved.total == wt.training_memory(cfg, *sizes, smoothing=smoothing).activations
+    saved, loss = memory.measure_saved(wt.Transformer(cfg), *memory.training_batch(cfg, *sizes), smoothing,
+                                       keep_weights)
+    assert saved.total == wt.training_memory(cfg, *sizes, smoothing=smoothing, keep_weights=keep_weights).activations
     loss.backward()  # what was saved is enough for the backward pass (and the hooks left nothing behind)
 
 
@@ -41,12 +43,17 @@ def test_each_storage_is_counted_once_and_parameters_never():
     cfg = SMALL
     torch.manual_seed(0)
     model = wt.Transformer(cfg)
-    saved, _ = memory.measure_saved(model, *memory.training_batch(cfg, 2, 4, 3))
     shapes = {tuple(p.shape) for p in model.parameters()}
-    assert not any(t.shape in shapes and t.where.endswith(("w_q", "w_k", "w_v", "w_o")) for t in saved.tensors)
-    # self-attention's three projections read one input: saved three times by autograd, counted once here
-    inputs = [t for t in saved.tensors if t.where.startswith("encoder.layers.0.self_attn.w_")]
-    assert [t.where.rsplit(".", 1)[1] for t in inputs] == ["w_q", "w_o"]
+    savers = {}
+    for keep_weights in (False, True):
+        saved, _ = memory.measure_saved(model, *memory.training_batch(cfg, 2, 4, 3), keep_weights=keep_weights)
+        assert not any(t.shape in shapes and t.where.endswith(("w_q", "w_k", "w_v", "w_o")) for t in saved.tensors)
+        savers[keep_weights] = [t.where.rsplit(".", 1)[1] for t in saved.tensors
+                                if t.where.startswith("encoder.layers.0.self_attn.w_")]
+    # self-attention's three projections read one input: saved three times by autograd, counted once (at W_q);
+    # the fused kernel's output is the very storage W_o reads, counted once (at the kernel); written out,
+    # the merged heads are a copy of their own
+    assert savers == {False: ["w_q"], True: ["w_q", "w_o"]}
 
 
 def test_parameters_gradients_and_adam_state_equal_the_real_ones():
@@ -121,3 +128,14 @@ def test_bad_input_is_refused_with_a_message_that_names_it(call, error, words):
     with pytest.raises(error) as caught:
         call()
     assert words in str(caught.value)
+
+
+def test_crossover_length_is_where_the_activations_first_pass_the_weights_and_adam():
+    cfg = wt.ModelConfig.paper_base()
+    def gap(length):
+        table = wt.training_memory(cfg, 32, length, length)
+        return table.activations - table.parameters - table.optimizer
+    crossing = memory.crossover_length(cfg, 32)
+    assert gap(crossing - 1) <= 0 < gap(crossing)
+    assert memory.crossover_length(cfg, 64) < crossing  # twice the sentences: shorter ones suffice
+    assert memory.crossover_length(dataclasses.replace(cfg, max_len=8), 1) is None

@@ -6,7 +6,7 @@ stays light in a script or a test that draws nothing.
 
 import importlib
 
-from . import cost
+from . import backward, cost
 from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_product_attention
 from .cache import DecodingCache, KVCache
 from .config import GPTConfig, ModelConfig
@@ -20,6 +20,7 @@ from .language_model import SEPARATOR, GPTSettings, GPTTrainer, load_gpt_checkpo
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward, OutputHead
 from .loss import sequence_loss
 from .masks import causal_mask, decoder_self_mask, padding_mask, to_blocked
+from .memory import training_memory
 from .model import Transformer
 from .model_check import block_gaps, check_model, side_by_side
 from .pytorch import copy_torch_attention, load_torch_transformer
@@ -86,6 +87,7 @@ __all__ = [
     "apply_rope",
     "ask_shape",
     "assert_shape",
+    "backward",
     "block_gaps",
     "by_step",
     "causal_mask",
@@ -132,6 +134,7 @@ __all__ = [
     "to_blocked",
     "trace_module",
     "trace_shapes",
+    "training_memory",
     "translate",
     "warmup_lr",
 ]

@@ -23,6 +23,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
+from . import backward
 from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .data import pad_batch
 from .embedding import sinusoidal_table
@@ -366,14 +367,16 @@ def check_teacher_forcing(fn, inputs):
         expected_input, expected_labels = teacher_forcing(targets, sos_id, eos_id, pad_id)  # [B, L] each
         starts = pad_batch([[sos_id] + t for t in targets], pad_id)
         ends = pad_batch([t + [eos_id] for t in targets], pad_id)
-        if isinstance(result[0], torch.Tensor) and same(result[0], result[1]):
+        decoder_input, labels = (real_tensor(part, f"{about}, your {what}")
+                                 for part, what in zip(result, ("decoder input", "labels")))
+        if same(decoder_input, labels):
             raise Wrong(f"{about}, your decoder input and labels are the same: the labels are the input "
                         f"shifted left by one, so each position predicts the next token.")
-        check_tensor(result[0], expected_input, "B L_tgt", {
+        check_tensor(decoder_input, expected_input, "B L_tgt", {
             "it ends with <eos> instead of starting with <sos>: did you shift the wrong way?": ends,
             "it should start with <sos>: decoder input = <sos> + y.": pad_batch(targets, pad_id),
         }, f"{about}, your decoder input")
-        check_tensor(result[1], expected_labels, "B L_tgt", {
+        check_tensor(labels, expected_labels, "B L_tgt", {
             "they start with <sos> instead of ending with <eos>: did you shift the wrong way?": starts,
             "they miss <eos>: labels = y + <eos>, so the model learns to stop.": pad_batch(targets, pad_id),
             "they miss <eos> (padded instead): labels = y + <eos>, so the model learns to stop.":
@@ -470,6 +473,59 @@ def check_online_softmax_step(fn, inputs):
         }, f"{about} running output acc")
 
 
+@exercise("softmax_backward")
+def check_softmax_backward(fn, inputs):
+    """fn(probs [..., L_k], d_probs [..., L_k]) -> d_scores [..., L_k], through softmax by hand (notebook 11)."""
+    for _ in range(CASES):
+        batch, heads, length = inputs.sizes(3, 2, 9)
+        probs = (inputs.randn(batch, heads, length, length) * 2).softmax(-1)  # [B, H, L_q, L_k]
+        d_probs = inputs.randn(batch, heads, length, length)
+        expected = backward.softmax_backward(probs, d_probs)
+        mistakes = {
+            "you forgot the row sum: d_scores = p ⊙ (d_probs - Σ_j p_j·d_probs_j); every score moves every "
+            "probability of its row, because they must still sum to 1.": probs * d_probs,
+            "the sum runs over the wrong dim: softmax normalised each row (dim=-1, the keys), so sum over -1.":
+                probs * (d_probs - (probs * d_probs).sum(-2, keepdim=True)),
+            "you subtracted the plain mean of d_probs: subtract the probability-weighted sum Σ_j p_j·d_probs_j.":
+                probs * (d_probs - d_probs.mean(-1, keepdim=True)),
+            "the sign is flipped: p ⊙ (d_probs - Σ p·d_probs), not the other way round.":
+                probs * ((probs * d_probs).sum(-1, keepdim=True) - d_probs),
+            "you returned d_probs unchanged: softmax's Jacobian is diag(p) - p pᵀ, not the identity.": d_probs,
+        }
+        check_tensor(call(fn, probs, d_probs), expected, "B H L_q L_k", mistakes,
+                     f"for probs {list(probs.shape)}, your d_scores")
+
+
+@exercise("scores_backward")
+def check_scores_backward(fn, inputs):
+    """fn(q [B, H, L_q, d_k], k [B, H, L_k, d_k], d_scores [B, H, L_q, L_k]) -> (d_q, d_k), scores = Q·Kᵀ/√d_k (11)."""
+    for case in range(CASES):
+        batch, heads, l_q, d_k = inputs.sizes(4, 2, 9)
+        l_k = l_q if case == 0 else inputs.random.choice([n for n in range(2, 9) if n not in (l_q, d_k)])
+        q, k = inputs.randn(batch, heads, l_q, d_k), inputs.randn(batch, heads, l_k, d_k)
+        d_scores = inputs.randn(batch, heads, l_q, l_k)
+        scale = math.sqrt(d_k)
+        expected_q, expected_k = d_scores @ k / scale, d_scores.transpose(-2, -1) @ q / scale
+        about = f"for q {list(q.shape)} and k {list(k.shape)}"
+        result = call(fn, q, k, d_scores)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise Wrong(f"{about}, return two tensors, (d_q, d_k); got {type(result).__name__}.")
+        square = l_q == l_k  # only then does a transposed d_scores still fit, and give the wrong numbers
+        check_tensor(result[0], expected_q, "B H L_q d_k", {
+            "you forgot the ÷√d_k: the scores were divided by √d_k, so their gradient carries it too.": d_scores @ k,
+            "you divided by d_k; the scale is √d_k.": d_scores @ k / d_k,
+            **({"d_scores is transposed: row i of d_scores belongs to query i, so d_q = d_scores @ K / √d_k.":
+                d_scores.transpose(-2, -1) @ k / scale} if square else {}),
+        }, f"{about}, your d_q")
+        check_tensor(result[1], expected_k, "B H L_k d_k", {
+            "you forgot the ÷√d_k: the scores were divided by √d_k, so their gradient carries it too.":
+                d_scores.transpose(-2, -1) @ q,
+            "you divided by d_k; the scale is √d_k.": d_scores.transpose(-2, -1) @ q / d_k,
+            **({"K's gradient needs d_scores transposed (keys are its columns): d_k = d_scoresᵀ @ Q / √d_k.":
+                d_scores @ q / scale} if square else {}),
+        }, f"{about}, your d_k")
+
+
 def check_exercise(name: str, fn: Callable, seed: int = 0) -> ExerciseResult:
     """Run the student's ``fn`` for exercise ``name`` on random sizes, print what is wrong (or that it is right).
 
@@ -490,7 +546,8 @@ def check_exercise(name: str, fn: Callable, seed: int = 0) -> ExerciseResult:
     if not callable(fn):
         raise TypeError(f"fn must be your function (pass it without calling it), got {type(fn).__name__}")
     try:
-        EXERCISES[name](fn, Inputs(seed))
+        with torch.random.fork_rng(devices=[]):  # a check draws weights: the notebook's random stream stays as it was
+            EXERCISES[name](fn, Inputs(seed))
         passed, message = True, f"✓ {name}: right, on {CASES} random sizes."
     except NotYet:
         passed, message = False, f"… {name}: {NOT_YET}"

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .config import ModelConfig, check_positive_int
+from .config import GPTConfig, ModelConfig, check_positive_int
+from .gpt import GPT
 from .loss import sequence_loss
 from .model import Transformer
 from .recording import Recorder, Row, listening
@@ -156,3 +157,36 @@ class GradientTable:
             body.append(f"<tr{style}>" + "".join(f"<td style='text-align:left;white-space:nowrap'>{html.escape(c)}</td>"
                                                  for c in self._cells(row)) + "</tr>")
         return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def layer_gradient_norms(cfg: GPTConfig, batch: int = 16, length: int = 32, seed: int = 0) -> list[float]:
+    """At initialisation, one number per layer of ``GPT(cfg)``: the norm of the gradient of all that layer's
+    weights, for the next-token loss on one batch of random ids [batch, length + 1].
+
+    Every matrix starts Xavier-uniform, as the paper-era code initialised them (the Annotated Transformer
+    does it after building the model), so post-norm (``cfg.norm_first=False``) and pre-norm
+    (``norm_first=True``) start from the same kind of weights; ``seed`` fixes weights and ids.
+    """
+    if not isinstance(cfg, GPTConfig):
+        raise TypeError(f"cfg must be a walkthrough.GPTConfig (set norm_first there), got {type(cfg).__name__}")
+    check_positive_int("batch", batch)
+    check_positive_int("length", length)
+    if length > cfg.max_len:
+        raise ValueError(f"length={length} is longer than max_len={cfg.max_len}; raise max_len or shorten length")
+    torch.manual_seed(seed)
+    model = GPT(cfg)
+    for weight in model.parameters():
+        if weight.dim() > 1:
+            nn.init.xavier_uniform_(weight)
+    usable = [i for i in range(cfg.vocab_size) if i != cfg.pad_id]
+    picks = torch.randint(len(usable), (batch, length + 1), generator=torch.Generator().manual_seed(seed))
+    ids = torch.tensor(usable)[picks]  # [B, L + 1], no PAD: every position counts
+    loss = sequence_loss(model(ids[:, :-1]), ids[:, 1:], cfg.pad_id)  # predict each next id
+    layers = list(model.decoder.layers)
+    grads = torch.autograd.grad(loss, [w for layer in layers for w in layer.parameters()])
+    norms, start = [], 0
+    for layer in layers:
+        count = len(list(layer.parameters()))
+        norms.append(torch.cat([g.flatten() for g in grads[start:start + count]]).norm().item())
+        start += count
+    return norms

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from .attention import keep_attention_weights
 from .config import ModelConfig, check_positive_int
 from .loss import sequence_loss
 from .model import Transformer
@@ -45,11 +46,13 @@ class TrainingMemory:
         return self.activations + self.parameters + self.gradients + self.optimizer
 
     def __repr__(self) -> str:
-        lines = [f"{'activations saved for backward':<34}{self.activations:>16,} bytes"]
-        lines += [f"  {name:<32}{size:>16,}" for name, size in self.terms]
-        lines += [f"{name:<34}{size:>16,} bytes" for name, size in
-                  (("parameters", self.parameters), ("gradients", self.gradients),
-                   ("optimizer (Adam: 2 floats each)", self.optimizer), ("total", self.total))]
+        totals = (("activations saved for backward", self.activations), ("parameters", self.parameters),
+                  ("gradients", self.gradients), ("optimizer (Adam: 2 floats each)", self.optimizer),
+                  ("total", self.total))
+        width = max(len(name) + 2 for name, _ in self.terms + totals)
+        lines = [f"{totals[0][0]:<{width}}{totals[0][1]:>15,} bytes"]
+        lines += [f"  {name:<{width - 2}}{size:>15,}" for name, size in self.terms]
+        lines += [f"{name:<{width}}{size:>15,} bytes" for name, size in totals[1:]]
         return "\n".join(lines)
 
 
@@ -72,18 +75,28 @@ def parameter_tensors(cfg: ModelConfig) -> int:
     return tables + 1 + cfg.num_layers * (per_encoder + per_decoder) + 4
 
 
-def _attention_terms(batch: int, heads: int, l_q: int, l_k: int, d_model: int, dropout: bool) -> dict[str, int]:
-    """Saved by one attention call of the written-out path (``scaled_dot_product_attention``): the
-    projections' input, the copies ``@`` makes of the transposed Q, Kᵀ and V, the softmax's weights
-    (and with dropout its noise and the dropped weights, which weights·V keeps), and W_o's input."""
+def _attention_terms(batch: int, heads: int, l_q: int, l_k: int, d_model: int, dropout: bool, written_out: bool,
+                     mask_entries: int) -> dict[str, int]:
+    """Saved by one attention call: the projections' input, Q, K and V, the output W_o reads, and either the
+    [B, H, L_q, L_k] weights or, in PyTorch's fused kernel, one log-sum-exp per query row.
+
+    The weights are kept when the model writes attention out (a trace records, or weights are kept for a
+    figure) and, on CPU, when the fused call has dropout: PyTorch then takes its own written-out path,
+    which keeps the softmax's weights, the dropout noise and the dropped weights (3 × [B, H, L_q, L_k]).
+    Without dropout the fused kernel keeps the log-sum-exp instead, and the additive float mask it is given
+    (``mask_entries`` numbers, made anew in every call).
+    """
     rows_q, rows_k = batch * l_q, batch * l_k
-    square = batch * heads * l_q * l_k
     terms = {
         "attention input (Q/K/V projections)": FLOAT * rows_q * d_model,  # cross: K/V read the memory, counted once
-        "Q, Kᵀ, V laid out for the matmuls": FLOAT * (rows_q + 2 * rows_k) * d_model,
-        "attention weights [B, H, L_q, L_k]": FLOAT * square * (3 if dropout else 1),
-        "heads merged (W_o input)": FLOAT * rows_q * d_model,
+        "Q, K, V (split into heads)": FLOAT * (rows_q + 2 * rows_k) * d_model,
+        "attention output (W_o input)": FLOAT * rows_q * d_model,
     }
+    if written_out or dropout:
+        terms["attention weights [B, H, L_q, L_k]"] = FLOAT * batch * heads * l_q * l_k * (3 if dropout else 1)
+    else:
+        terms["softmax log-sum-exp [B, H, L_q]"] = FLOAT * batch * heads * l_q
+        terms["masks"] = FLOAT * mask_entries
     return terms
 
 
@@ -111,11 +124,13 @@ def _ffn_terms(rows: int, d_model: int, d_ff: int, dropout: bool) -> dict[str, i
     return {"FFN input": FLOAT * rows * d_model, "FFN hidden [B, L, d_ff]": FLOAT * rows * d_ff * (3 if dropout else 1)}
 
 
-def training_memory(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, smoothing: float = 0.1
-                    ) -> TrainingMemory:
-    """Bytes of one float32 training step of ``Transformer(cfg)`` on [batch, src_len] -> [batch, tgt_len],
-    with labels of their own and ``smoothing`` label smoothing, Adam as the optimizer.
+def training_memory(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, smoothing: float = 0.1,
+                    keep_weights: bool = False) -> TrainingMemory:
+    """Bytes of one float32 training step of ``Transformer(cfg)`` on [batch, src_len] -> [batch, tgt_len]
+    on CPU, with labels of their own and ``smoothing`` label smoothing, Adam as the optimizer.
 
+    ``keep_weights=False``: attention as a training step runs it, PyTorch's fused kernel (the model with
+    nothing recording). ``True``: written out, as inside ``wt.keep_attention_weights(model)``. Either way
     ``activations`` equals what ``measure_saved`` counts on the real model (tests/test_memory.py).
     """
     if not isinstance(cfg, ModelConfig):
@@ -124,19 +139,23 @@ def training_memory(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, sm
         check_positive_int(name, value)
     if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0 <= smoothing < 1:
         raise ValueError(f"smoothing must be a number in [0, 1) (0.1 is usual), got {smoothing!r}")
+    if not isinstance(keep_weights, bool):
+        raise TypeError(f"keep_weights must be True or False, got {keep_weights!r}")
     d, f, h, layers, dropout = cfg.d_model, cfg.d_ff, cfg.num_heads, cfg.num_layers, cfg.dropout > 0
     src_rows, tgt_rows = batch * src_len, batch * tgt_len
     terms: dict[str, int] = {"token ids (embedding lookups)": LONG * (src_rows + tgt_rows)}
     if dropout:
         _add(terms, {"dropout noise (residual, embedding)": FLOAT * (src_rows + tgt_rows) * d})
-    terms["masks (one per stack, shared by its layers)"] = BOOL * (batch * src_len * 2 + batch * tgt_len * tgt_len)
+    if keep_weights:  # our torch.where keeps the bool masks, one per kind, shared by every layer
+        terms["masks"] = BOOL * (batch * src_len * 2 + batch * tgt_len * tgt_len)
     encoder_layer: dict[str, int] = {}
-    _add(encoder_layer, _attention_terms(batch, h, src_len, src_len, d, dropout))
+    _add(encoder_layer, _attention_terms(batch, h, src_len, src_len, d, dropout, keep_weights, batch * src_len))
     _add(encoder_layer, _residual_terms(src_rows, d, dropout), 2)
     _add(encoder_layer, _ffn_terms(src_rows, d, f, dropout))
     decoder_layer: dict[str, int] = {}
-    _add(decoder_layer, _attention_terms(batch, h, tgt_len, tgt_len, d, dropout))
-    _add(decoder_layer, _attention_terms(batch, h, tgt_len, src_len, d, dropout))
+    _add(decoder_layer, _attention_terms(batch, h, tgt_len, tgt_len, d, dropout, keep_weights,
+                                         batch * tgt_len * tgt_len))  # padding and causal: [B, 1, L_tgt, L_tgt]
+    _add(decoder_layer, _attention_terms(batch, h, tgt_len, src_len, d, dropout, keep_weights, batch * src_len))
     _add(decoder_layer, _residual_terms(tgt_rows, d, dropout), 3)
     _add(decoder_layer, _ffn_terms(tgt_rows, d, f, dropout))
     _add(terms, encoder_layer, layers)
@@ -226,14 +245,16 @@ def training_batch(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, dev
 
 
 def measure_saved(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor, labels: torch.Tensor,
-                  smoothing: float = 0.1) -> tuple[SavedTensors, torch.Tensor]:
+                  smoothing: float = 0.1, keep_weights: bool = False) -> tuple[SavedTensors, torch.Tensor]:
     """Run one training forward pass (train mode) and return (what autograd saved, the loss).
 
+    ``keep_weights``: attention written out (``keep_attention_weights``) instead of the fused kernel.
     Works on the meta device too (a model and ids built there): the sizes of the saved tensors are
     known without any data, so the source articles' sizes cost nothing.
     """
     model.train()
-    with saved_tensors(model) as found:
+    written_out = keep_attention_weights(model) if keep_weights else contextlib.nullcontext()
+    with saved_tensors(model) as found, written_out:
         loss = sequence_loss(model(src, tgt_in), labels, model.cfg.pad_id, smoothing)
     return SavedTensors(tuple(found)), loss
 
@@ -250,3 +271,20 @@ def checkpointed(layers: nn.ModuleList) -> Iterator[None]:
     finally:
         for layer in layers:
             del layer.forward  # the class's forward again
+
+
+def crossover_length(cfg: ModelConfig, batch: int, smoothing: float = 0.1) -> int | None:
+    """The shortest L (source and target both L tokens) at which one training step's saved activations
+    outgrow the parameters and Adam's state together; None if that never happens up to ``cfg.max_len``.
+    The activations grow with L (and the attention weights with L²); the weights and Adam do not."""
+    def passes(length: int) -> bool:
+        table = training_memory(cfg, batch, length, length, smoothing)
+        return table.activations > table.parameters + table.optimizer
+
+    if not passes(cfg.max_len):
+        return None
+    low, high = 1, cfg.max_len  # passes(high) holds; find the first L that passes
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if passes(middle) else (middle + 1, high)
+    return low

@@ -32,7 +32,9 @@ from .config import GPTConfig, ModelConfig
 from .cost import encoder_layer_costs, format_costs, gqa_costs, kv_sharing
 from .data import MAX_NUMBER, chinese_numeral, english_words
 from .flash import flash_tiles
+from .gradients import GradientTable, parameter_gradients, trace_gradients
 from .masks import causal_mask, padding_mask
+from .memory import crossover_length, training_memory
 from .model import Transformer
 from .steps import STEPS
 from .trace import SOURCE_SIZES, shape_map, shape_table, trace_module, trace_shapes
@@ -420,3 +422,55 @@ def flash_explorer() -> Explorer:
                      slider("block_k", 16, 1, 64), causal], render,
                     "Before you halve both blocks from 16 to 8 (causal, L = 64): how many tiles will be computed, "
                     "and does the share skipped grow or shrink?")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Notebook 11: the backward pass and what training keeps.
+
+GRADIENT_STEPS = ("q_transpose", "scores", "weights", "context", "output", "ffn_hidden", "logits")
+
+
+def gradient_explorer() -> Explorer:
+    """Notebook 11: the forward shape of the key steps beside the shape of their gradient, from a real backward
+    pass on the meta device; the weights' gradients keep the weights' shape whatever the batch."""
+    labels = {STEPS[step].label for step in GRADIENT_STEPS}
+
+    def render(batch, L, d_model, heads):
+        cfg = _config(d_model, heads, layers=1)  # one layer per stack: every other layer repeats its shapes
+        rows = [r for r in trace_gradients(cfg, batch, L, L) if r.forward.step in labels
+                and (r.forward.where.startswith("encoder.layers.0.") or r.forward.step == STEPS["logits"].label)]
+        weights = dict((name, grad) for name, _, grad in parameter_gradients(cfg, batch, L, L))
+        w_q = weights["encoder.layers.0.self_attn.w_q.weight"]
+        summary = _Text(f"W_q's gradient   {list(w_q)}  (the weight's shape)\n"
+                        f"rows summed into it   B·L = {batch}·{L} = {batch * L}\n"
+                        f"scores' gradient   B·H·L·L = {batch * heads * L * L:,} numbers")
+        return GradientTable(rows, highlight=("scores",)), summary
+    return explorer([slider("batch", SIZES["batch"], 1, 128), slider("L", SIZES["src_len"], 1, 64),
+                     slider("d_model", BASE.d_model, 16, 1024, 16), slider("heads", BASE.num_heads, 1, 16)], render,
+                    "Before you move batch from 32 to 64: which gradient shapes change, and what happens to "
+                    "W_q's gradient? Then move heads from 8 to 4: what is d_scores now?")
+
+
+def memory_explorer() -> Explorer:
+    """Notebook 11: one training step's memory over B and L (source and target both L): the saved activations
+    against the parameters and Adam's state, and the L at which the activations pass them."""
+    def render(batch, L, d_model, layers):
+        cfg = _config(d_model, layers=layers)
+        lengths = sorted({*range(8, 513, 8), L})
+        tables = [training_memory(cfg, batch, n, n) for n in lengths]
+        table = tables[lengths.index(L)]
+        weights_and_adam = table.parameters + table.optimizer
+        crossing = crossover_length(cfg, batch)
+        weights = dict(table.terms)["attention weights [B, H, L_q, L_k]"]
+        summary = _Text(f"saved activations   {table.activations / 1e6:,.1f} MB\n"
+                        f"  of which attention weights   {weights / 1e6:,.1f} MB\n"
+                        f"parameters + Adam   {weights_and_adam / 1e6:,.1f} MB\n"
+                        f"gradients           {table.gradients / 1e6:,.1f} MB\n"
+                        f"activations pass parameters + Adam at L = "
+                        f"{crossing if crossing is not None else f'never (up to {cfg.max_len})'}")
+        figure = viz.memory_figure(lengths, [t.activations for t in tables], weights_and_adam, L, batch, layout=None)
+        return figure, summary
+    return explorer([slider("batch", SIZES["batch"], 1, 256), slider("L", SIZES["src_len"], 2, 512, 2),
+                     slider("d_model", BASE.d_model, 64, 1024, 64), slider("layers", BASE.num_layers, 1, 12)], render,
+                    "Before you move batch from 32 to 64: does the L at which the activations pass the weights and "
+                    "Adam's state go up or down? And what does doubling L do to the attention weights' bytes?")
