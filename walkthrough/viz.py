@@ -666,3 +666,81 @@ def block_gaps_figure(gaps: dict[str, float], title: str = "", tolerance: float 
     ax.set_ylabel("largest |difference|")
     ax.set_title(title, fontsize=9)
     return fig
+
+
+# --- the backward pass and what training keeps (notebook 11) ------------------------------------------------
+
+@_cjk
+def gradient_norms_figure(norms: dict[str, dict[str, Sequence[float]]], layout: str | None = "constrained") -> Figure:
+    """Per-layer gradient norms at initialisation: one panel per stack depth (``{"6 layers": {"post-norm": [...],
+    "pre-norm": [...]}, ...}``), layer 1 (next to the input) on the left, the last layer (next to the output) on
+    the right."""
+    fig = Figure(figsize=(5 * len(norms), 3.8), layout=layout)
+    for ax, (title, series) in zip(fig.subplots(1, len(norms), squeeze=False).flat, norms.items()):
+        for name, values in series.items():
+            ax.plot(range(1, len(values) + 1), list(values), marker="o", label=name)
+        ax.set_title(title, fontsize=PROJECTOR_TEXT)
+        ax.set_xlabel("layer (1 = next to the input)", fontsize=PROJECTOR_TEXT)
+        ax.set_ylabel("‖gradient of the layer's weights‖", fontsize=PROJECTOR_TEXT)
+        ax.set_ylim(bottom=0)
+        ax.tick_params(labelsize=PROJECTOR_TEXT)
+        ax.legend(fontsize=PROJECTOR_TEXT)
+    return fig
+
+
+@_cjk
+def loss_runs_figure(runs: dict[str, dict[str, Sequence[float]]], smooth: int = 20,
+                     layout: str | None = "constrained") -> Figure:
+    """Training losses of several runs, one panel per group (``{"no warm-up": {"post-norm": losses, ...}, ...}``),
+    each curve a running mean over ``smooth`` steps, on one log scale for every panel."""
+    check_positive_int("smooth", smooth)
+    fig = Figure(figsize=(5 * len(runs), 3.8), layout=layout)
+    axes = fig.subplots(1, len(runs), squeeze=False, sharey=True).flat
+    for ax, (title, series) in zip(axes, runs.items()):
+        for name, losses in series.items():
+            values = np.asarray(losses, dtype=float)
+            width = min(smooth, len(values))
+            mean = np.convolve(values, np.ones(width) / width, mode="valid")
+            ax.plot(np.arange(width, len(values) + 1), mean, label=name)
+        ax.set_yscale("log")
+        ax.set_title(title, fontsize=PROJECTOR_TEXT)
+        ax.set_xlabel("step", fontsize=PROJECTOR_TEXT)
+        ax.tick_params(labelsize=PROJECTOR_TEXT)
+        ax.legend(fontsize=PROJECTOR_TEXT)
+    fig.axes[0].set_ylabel(f"loss (mean of {smooth} steps)", fontsize=PROJECTOR_TEXT)
+    return fig
+
+
+@_cjk
+def memory_figure(lengths: Sequence[int], activations: Sequence[float], weights_and_adam: float, marked: int,
+                  batch: int, layout: str | None = "constrained") -> Figure:
+    """Saved activations (MB) over the sentence length L (source and target both L), against the flat line of
+    the parameters plus Adam's state; ``marked`` is the L chosen, drawn as a dot."""
+    megabytes = np.asarray(activations, dtype=float) / 1e6
+    fig = Figure(figsize=(6.4, 3.8), layout=layout)
+    ax = fig.add_subplot()
+    ax.plot(list(lengths), megabytes, label=f"saved activations, B = {batch}")
+    ax.axhline(weights_and_adam / 1e6, color="C3", linestyle="--", label="parameters + Adam state")
+    index = list(lengths).index(marked)
+    ax.plot([marked], [megabytes[index]], "o", color="C0", markersize=9)
+    ax.set_xlabel("L (source and target length)", fontsize=PROJECTOR_TEXT)
+    ax.set_ylabel("MB", fontsize=PROJECTOR_TEXT)
+    ax.set_yscale("log")
+    ax.tick_params(labelsize=PROJECTOR_TEXT)
+    ax.legend(fontsize=PROJECTOR_TEXT, loc="lower right")
+    return fig
+
+
+@_cjk
+def memory_bars_figure(parts: dict[str, float], title: str = "", layout: str | None = "constrained") -> Figure:
+    """Horizontal bars of bytes (drawn in MB), largest on top: what one training step keeps, part by part."""
+    names = sorted(parts, key=parts.get)
+    fig = Figure(figsize=(9, 0.42 * len(parts) + 1.2), layout=layout)
+    ax = fig.add_subplot()
+    bars = ax.barh(names, [parts[n] / 1e6 for n in names], color="C0")
+    ax.bar_label(bars, [f"{parts[n] / 1e6:,.1f}" for n in names], padding=3, fontsize=PROJECTOR_TEXT)
+    ax.set_xscale("log")
+    ax.set_xlabel("MB (log scale)", fontsize=PROJECTOR_TEXT)
+    ax.tick_params(labelsize=PROJECTOR_TEXT)
+    ax.set_title(title, fontsize=PROJECTOR_TEXT)
+    return fig
