@@ -6,7 +6,7 @@ stays light in a script or a test that draws nothing.
 
 import importlib
 
-from . import backward, cost
+from . import backward, cost, gradients, memory
 from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_product_attention
 from .cache import DecodingCache, KVCache
 from .config import GPTConfig, ModelConfig
@@ -104,6 +104,7 @@ __all__ = [
     "flash_attention_backward",
     "flash_tiles",
     "format_table",
+    "gradients",
     "greedy_decode",
     "greedy_generate",
     "greedy_steps",
@@ -115,6 +116,7 @@ __all__ = [
     "lr_curve",
     "make_batch",
     "make_lm_batch",
+    "memory",
     "numeral_vocabs",
     "pad_batch",
     "padding_mask",
