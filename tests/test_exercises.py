@@ -102,6 +102,12 @@ def per_token_loss(logits, labels):
     return F.cross_entropy(logits.transpose(1, 2), labels, reduction="none")  # [B, L]
 
 
+def online_without_rescale(m, total, acc, scores, v):
+    m_new = torch.maximum(m, scores.amax(-1))
+    p = torch.exp(scores - m_new[:, None])  # [R, b]
+    return m_new, total + p.sum(-1), acc + p @ v
+
+
 def padded(rows, pad_id):
     return wt.pad_batch(rows, pad_id)
 
@@ -162,6 +168,14 @@ WRONG = [
     ("expand_kv_heads", lambda k, h: k.repeat_interleave(h // k.size(1), dim=2), "your result has shape"),
     ("heads_into_batch", lambda x, h: x.transpose(0, 1).reshape(x.size(1) * h, x.size(0), -1), "View x as [L, B·H"),
     ("heads_into_batch", lambda x, h: x.reshape(x.size(0), x.size(1) * h, -1), "your result has shape"),
+    ("online_softmax_step", lambda m, total, acc, s, v: (s.amax(-1), total, acc), "m is the max of this block alone"),
+    ("online_softmax_step", lambda m, total, acc, s, v: online_without_rescale(m, total, acc, s, v),
+     "you forgot to rescale"),
+    ("softmax_backward", lambda p, d: p * d, "you forgot the row sum"),
+    ("softmax_backward", lambda p, d: p * ((p * d).sum(-1, keepdim=True) - d), "the sign is flipped"),
+    ("scores_backward", lambda q, k, d: (d @ k, d.transpose(-2, -1) @ q), "your d_q: you forgot the ÷√d_k"),
+    ("scores_backward", lambda q, k, d: (d @ k / q.size(-1), d.transpose(-2, -1) @ q / q.size(-1)),
+     "you divided by d_k; the scale is √d_k"),
 ]
 
 
@@ -281,3 +295,25 @@ def test_the_default_dtype_set_inside_a_function_does_not_leak_out(capsys):
 def test_a_bad_name_or_seed_is_refused_clearly(name, seed, error, message):
     with pytest.raises(error, match=message):
         wt.check_exercise(name, lambda x, h: x, seed=seed)
+
+
+@pytest.mark.parametrize("wrong,message", [
+    (lambda ts, sos, eos, pad: (wt.teacher_forcing(ts, sos, eos, pad)[0], "labels"), "your labels is a str"),
+    (lambda ts, sos, eos, pad: tuple(t.to("meta") for t in wt.teacher_forcing(ts, sos, eos, pad)),
+     "your decoder input is on the meta device"),
+])
+def test_teacher_forcing_with_odd_parts_gets_a_verdict(wrong, message, capsys):
+    result = verdict("teacher_forcing", wrong, capsys)
+    assert not result and message in result.message
+
+
+def test_a_function_that_reseeds_or_turns_off_grad_changes_nothing_outside(capsys):
+    right = solution("split_heads")
+
+    def meddles(x, h):
+        torch.manual_seed(123)
+        torch.set_grad_enabled(False)
+        return right(x, h)
+    state = torch.random.get_rng_state()
+    assert verdict("split_heads", meddles, capsys)
+    assert torch.equal(torch.random.get_rng_state(), state) and torch.is_grad_enabled()
