@@ -46,6 +46,8 @@ def explorer_factories(trainer) -> dict[str, object]:
 
 def targets(control, moves: int) -> list:
     """``moves`` values spread over the control's range (the largest sizes included), then the default."""
+    if isinstance(control, ipywidgets.Checkbox):
+        return [not control.value, control.value]
     if isinstance(control, (ipywidgets.Dropdown, ipywidgets.SelectionSlider)):
         values = [v for _, v in control.options] if isinstance(control.options[0], tuple) else list(control.options)
         spread = [values[k * (len(values) - 1) // max(moves - 1, 1)] for k in range(moves)]

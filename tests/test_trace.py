@@ -165,12 +165,22 @@ def test_command_line_reports_bad_sizes_without_a_traceback():
     assert "d_model=512 is not divisible by num_heads=7" in run.stderr and "Traceback" not in run.stderr
 
 
-def test_remembered_ops_give_the_same_trace_as_running_every_op(monkeypatch):
-    cfg = wt.ModelConfig(src_vocab_size=97, tgt_vocab_size=61, d_model=48, num_heads=6, d_ff=40, num_layers=3)
-    fast = trace._trace_pair.__wrapped__(cfg, 3, 7, 5)
+@pytest.mark.parametrize("sizes", [dict(src_len=7, tgt_len=5), dict(src_len=7, step=6), dict(length=9),
+                                   dict(step=9)], ids=["pair", "pair step", "gpt", "gpt step"])
+def test_remembered_ops_give_the_same_trace_as_running_every_op(monkeypatch, sizes):
+    """Ops are answered from memory in a trace and while a cached step's cache is filled: the same rows."""
+    if "length" in sizes or "src_len" not in sizes:
+        cfg = small_gpt_cfg(num_layers=3)
+    else:
+        cfg = wt.ModelConfig(src_vocab_size=97, tgt_vocab_size=61, d_model=48, num_heads=6, d_ff=40, num_layers=3)
+    fast = wt.trace_shapes(cfg, 3, **sizes)
     monkeypatch.setattr(trace, "_returns_fresh", lambda op: False)
-    trace._meta_model.cache_clear()
-    assert trace._trace_pair.__wrapped__(cfg, 3, 7, 5) == fast
+    for remembered in (trace._meta_model, trace._trace_pair, trace._trace_pair_step, trace._trace_gpt,
+                       trace._trace_gpt_step):
+        remembered.cache_clear()
+    assert wt.trace_shapes(cfg, 3, **sizes) == fast
+    for remembered in (trace._trace_pair, trace._trace_pair_step, trace._trace_gpt, trace._trace_gpt_step):
+        remembered.cache_clear()  # the next test gets traces made with memory again
 
 
 # ---------------------------------------------------------------------------------------------------

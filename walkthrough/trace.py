@@ -411,6 +411,12 @@ def _ids(batch: int, length: int) -> torch.Tensor:
     return torch.zeros(batch, length, dtype=torch.long, device="meta")  # [B, L]: only the shape matters
 
 
+def _untraced(fill: Callable[[], object]) -> None:
+    """Run ``fill`` (what comes before a traced step, such as filling a cache) as a trace whose rows are dropped:
+    its ops are answered from memory too, so every layer after the first costs almost nothing."""
+    trace_callable(fill, ops=False)
+
+
 @functools.lru_cache(maxsize=256)
 def _trace_pair(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> tuple[Row, ...]:
     model = _meta_model(cfg)
@@ -424,9 +430,8 @@ def _trace_pair_step(cfg: ModelConfig, batch: int, src_len: int, step: int) -> t
     src = _ids(batch, src_len)
     memory = torch.empty(batch, src_len, cfg.d_model, device="meta")  # what model.encode(src) gives
     cache = model.new_cache(src)
-    with torch.inference_mode():
-        if step > 1:  # the earlier steps at once: the cache ends up as after step - 1 single steps
-            model.decode(_ids(batch, step - 1), memory, src, cache)
+    if step > 1:  # the earlier steps at once: the cache ends up as after step - 1 single steps
+        _untraced(lambda: model.decode(_ids(batch, step - 1), memory, src, cache))
     new_token = _ids(batch, 1)  # [B, 1]
     return trace_callable(lambda: model.output_head(model.decode(new_token, memory, src, cache)), model, ops=False)
 
@@ -442,9 +447,8 @@ def _trace_gpt(cfg: GPTConfig, batch: int, length: int) -> tuple[Row, ...]:
 def _trace_gpt_step(cfg: GPTConfig, batch: int, step: int) -> tuple[Row, ...]:
     model = _meta_model(cfg)
     cache = model.new_cache(batch)
-    with torch.inference_mode():
-        if step > 1:
-            model(_ids(batch, step - 1), cache)
+    if step > 1:
+        _untraced(lambda: model(_ids(batch, step - 1), cache))
     new_token = _ids(batch, 1)  # [B, 1]
     return trace_callable(lambda: model(new_token, cache), model, ops=False)
 
@@ -540,7 +544,7 @@ def trace_module(module: nn.Module, *inputs, **kwargs) -> tuple[Row, ...]:
             hint = _causal_flag_hint(module, kwargs)
             if hint is None:
                 raise
-            raise TraceError(f"{error}. {hint}", error.op, error.where) from error
+            raise TraceError(f"{str(error).rstrip('.')}. {hint}", error.op, error.where) from error
 
 
 def _causal_flag_hint(module: nn.Module, kwargs: dict) -> str | None:
