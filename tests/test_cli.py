@@ -93,3 +93,12 @@ def test_command_line_time_budget_stops_cleanly_and_still_scores(tmp_path):
                          capture_output=True, text=True, check=True)
     assert "trained steps 0 → 1 of 1000" in run.stderr and "time budget ran out" in run.stderr
     assert re.fullmatch(r"held-out exact-match accuracy: 0\.\d\d \(10 examples\)", run.stdout.splitlines()[-1])
+
+
+def test_the_gpt_command_line_ends_with_the_accuracy_too(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "walkthrough", "train", "--model", "gpt", "--steps", "5",
+                          "--held-out", "5", "--save", str(tmp_path / "gpt.pt")], capture_output=True, text=True,
+                         check=True)
+    assert re.fullmatch(r"held-out exact-match accuracy: [01]\.\d\d \(5 examples\)", run.stdout.splitlines()[-1])
+    trainer = wt.load_gpt_checkpoint(tmp_path / "gpt.pt")
+    assert trainer.step == 5 and trainer.settings.warmup == 1, "the settings' own 15% warm-up, at least one step"
