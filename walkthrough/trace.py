@@ -37,6 +37,7 @@ import re
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import torch
 from torch import nn
@@ -333,7 +334,7 @@ def trace_callable(fn: Callable[[], object], root: nn.Module | None = None, *, o
 # ---------------------------------------------------------------------------------------------------
 # Our models' named steps: one entry point for both models, whole sequences or one cached decoding step.
 
-SOURCE_SIZES = {"batch": 32, "src_len": 10, "tgt_len": 4}  # the source articles' B, L_src, L_tgt
+SOURCE_SIZES = MappingProxyType({"batch": 32, "src_len": 10, "tgt_len": 4})  # the source articles' B, L_src, L_tgt
 
 
 def trace_shapes(cfg: ModelConfig | GPTConfig, batch: int | None = None, src_len: int | None = None,
