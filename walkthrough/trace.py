@@ -390,8 +390,8 @@ def _check_length(name: str, value, max_len: int) -> None:
 def _check_step(step, decoded_len, decoded_name: str, max_len: int) -> None:
     check_positive_int("step", step)
     if decoded_len is not None:
-        raise ValueError(f"step={step} already says how far the decoder has read ({step - 1} cached tokens and the "
-                         f"new one): leave {decoded_name} out")
+        raise ValueError(f"step={step} already says how far the decoder has read ({step - 1} tokens in the cache "
+                         f"and the new one): leave {decoded_name} out")
     if step > max_len:
         raise ValueError(f"step={step} feeds position {step - 1}, past max_len={max_len}: "
                          f"choose step <= {max_len} or raise max_len")
@@ -479,8 +479,14 @@ def meta_copy(module: nn.Module) -> nn.Module:
                          f"yourself (with torch.device('meta'): module = ...) and trace that") from error
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, torch.Tensor)
+def _meta_shape(shape: tuple, name: str) -> torch.Tensor:
+    """A float meta tensor of ``shape`` (a tuple given where a tensor goes), or a message saying why it is not one."""
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in shape):
+        raise TypeError(f"{name} = {shape} is not a shape: a shape is a tuple of whole sizes such as (32, 10, 512); "
+                        f"for data pass a tensor (torch.tensor({list(shape)}))")
+    if any(n < 0 for n in shape):
+        raise ValueError(f"{name} = {shape}: a shape given as an input must have sizes >= 0")
+    return torch.empty(shape, device="meta")
 
 
 def _meta_value(value, name: str, top_level: bool, keyword: bool = False):
@@ -490,17 +496,12 @@ def _meta_value(value, name: str, top_level: bool, keyword: bool = False):
     if type(value).__module__ == "numpy" and hasattr(value, "shape"):
         raise TypeError(f"{name} is a numpy array: pass a tensor (torch.from_numpy(array)) or its shape as a "
                         f"tuple, {tuple(value.shape)}")
-    if top_level and isinstance(value, (tuple, list)) and value and all(_is_number(n) for n in value):
-        whole = all(isinstance(n, int) and not isinstance(n, bool) for n in value)
-        if isinstance(value, list) and not keyword:
+    if top_level and isinstance(value, (tuple, list)) and value and all(isinstance(n, (int, float)) for n in value):
+        if isinstance(value, tuple):
+            return _meta_shape(tuple(value), name)
+        if not keyword:  # a keyword's list of numbers (ConvTranspose's output_size) goes to forward as it is
             raise TypeError(f"{name} is the list {value}: give a shape as a tuple ({tuple(value)}) and data as a "
                             f"tensor (torch.tensor({value}))")
-        if isinstance(value, tuple) and not whole:
-            raise TypeError(f"{name} = {value} is not a shape: a shape is a tuple of whole sizes such as "
-                            f"(32, 10, 512); for data pass a tensor (torch.tensor({list(value)}))")
-        if isinstance(value, tuple) and any(n < 0 for n in value):
-            raise ValueError(f"{name} = {value}: a shape given as an input must have sizes >= 0")
-        return torch.empty(value, device="meta") if isinstance(value, tuple) else value
     if isinstance(value, (tuple, list)):
         return type(value)(_meta_value(v, f"{name}[{i}]", False) for i, v in enumerate(value))
     if isinstance(value, dict):
