@@ -654,7 +654,7 @@ def block_gaps_figure(gaps: dict[str, float], title: str = "", tolerance: float 
     names, values = list(gaps), [float(v) for v in gaps.values()]
     floor = 1e-9
     top = max([v for v in values if math.isfinite(v)] + [1.0]) * 10
-    fig = Figure(figsize=(10, 3.6), layout=layout)
+    fig = Figure(figsize=(10, 3.0), layout=layout)  # with its slide's code, within a 768 px screen
     ax = fig.add_subplot()
     heights = [min(max(v, 10 * floor), top) for v in values]  # an exact 0 still shows, as a stub of a bar
     ax.bar(range(len(names)), heights, color=["#2ca02c" if v <= tolerance else "#d62728" for v in values])
