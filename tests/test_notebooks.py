@@ -28,9 +28,6 @@ def widget_cells(notebook):
     return [c for c in code_cells(notebook) if "wt.widgets." in c.source]
 
 
-AUTHOR_SLIDE_TYPES = ("subslide", "fragment", "skip", "notes")
-
-
 def slide_type(cell) -> str | None:
     return cell.metadata.get("slideshow", {}).get("slide_type")
 
@@ -39,7 +36,9 @@ def slide_type(cell) -> str | None:
 def test_notebook_presents_as_slides_in_deck_mode(path):
     """Slide 1 is the title and its introduction only (so it fits a 1366x768 screen); the next cell and every
     `## ` heading start a slide; other cells carry no slide_type, which Deck mode reads as "continue this
-    slide" (its reading of RISE's "-" is "on no slide": the code under a heading would vanish)."""
+    slide" (its reading of RISE's "-" is "on no slide": the code under a heading would vanish), or start a
+    slide an author split off. No sub-slides: → and a clicker's PageDown skip them, and one key must walk
+    every cell; no "skip" or "notes" either, which show on no slide."""
     cells = read(path).cells
     assert cells[0].cell_type == "markdown" and cells[0].source.startswith("# ")
     assert slide_type(cells[0]) == "slide", "the title opens slide 1"
@@ -56,9 +55,10 @@ def test_notebook_presents_as_slides_in_deck_mode(path):
         elif index < first_slide:
             assert slide_type(cell) is None, "the introduction belongs to slide 1"
         else:
-            assert slide_type(cell) in (None, "slide", *AUTHOR_SLIDE_TYPES), \
-                f'slide_type {slide_type(cell)!r} shows nowhere in Deck mode (use no slide_type to continue a ' \
-                f'slide): {cell.source[:60]!r}'
+            assert slide_type(cell) in (None, "slide"), \
+                f'slide_type {slide_type(cell)!r}: the → key skips sub-slides and Deck mode shows "-", "skip" ' \
+                f'and "notes" on no slide (use no slide_type to continue a slide, "slide" to start one): ' \
+                f'{cell.source[:60]!r}'
 
 
 def test_slide_metadata_tool_applies_the_rule_and_only_that(tmp_path):
@@ -74,8 +74,11 @@ def test_slide_metadata_tool_applies_the_rule_and_only_that(tmp_path):
         nbformat.v4.new_markdown_cell("## An idea"),
         nbformat.v4.new_code_cell("1 + 1"),
         nbformat.v4.new_markdown_cell("Aside."),
+        nbformat.v4.new_code_cell("2 + 2"),
+        nbformat.v4.new_markdown_cell("Chosen to start a slide."),
+        nbformat.v4.new_markdown_cell("Hidden."),
     ])
-    for cell, kind in zip(notebook.cells, ["slide", "-", "-", "slide", "-", "fragment"]):
+    for cell, kind in zip(notebook.cells, ["slide", "-", "-", "slide", "-", "fragment", "subslide", "slide", "skip"]):
         cell.metadata["slideshow"] = {"slide_type": kind}
     notebook.cells[4].metadata["tags"] = ["kept"]
     path = tmp_path / "99_example.ipynb"
@@ -84,7 +87,8 @@ def test_slide_metadata_tool_applies_the_rule_and_only_that(tmp_path):
 
     slide_metadata.main([str(tmp_path)])
     after = nbformat.read(path, as_version=4)
-    assert [slide_type(c) for c in after.cells] == ["slide", None, "slide", "slide", None, "fragment"]
+    assert [slide_type(c) for c in after.cells] == ["slide", None, "slide", "slide", None, "slide", "slide", "slide",
+                                                    None]
     assert after.cells[4].metadata == {"tags": ["kept"]}
     for old, new in zip(before.cells, after.cells):
         assert (old.source, old.get("outputs"), old.get("execution_count")) == \
@@ -96,10 +100,28 @@ def test_slide_metadata_tool_applies_the_rule_and_only_that(tmp_path):
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_each_shape_question_is_answered_on_the_next_slide(path):
+    """After Run All, a `wt.ask_shape` question must not have its answer printed below it on the same slide:
+    the cell after the question (or after a run of questions) is a `## ` heading that starts the next slide."""
+    cells = read(path).cells
+    asks = [i for i, c in enumerate(cells) if c.cell_type == "code" and "wt.ask_shape(" in c.source]
+    for index in asks:
+        after = cells[index + 1] if index + 1 < len(cells) else None
+        if after is not None and after.cell_type == "code" and "wt.ask_shape(" in after.source:
+            continue  # the next question comes first; the reveal follows the last of them
+        assert after is not None and after.cell_type == "markdown" and after.source.startswith("## ") \
+            and slide_type(after) == "slide", \
+            f"the answer to {cells[index].source.splitlines()[0][:70]!r} follows on the same slide: " \
+            f"put a `## ` heading before the cell that reveals it"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
 def test_notebook_keeps_the_conventions(path):
     notebook = read(path)
     cells = code_cells(notebook)
     assert "import walkthrough as wt" in cells[0].source, "the first code cell sets everything up"
+    assert "Run All" in notebook.cells[0].source, \
+        "the first cell says to run the cells: unrun, a widget shows as its text (Explorer(children=...))"
     assert all(c.execution_count is not None for c in cells), "committed executed"
     outputs = [o for c in cells for o in c.outputs]
     assert not any(o.output_type == "error" for o in outputs)

@@ -4,10 +4,13 @@ The rule (tests/test_notebooks.py checks it):
 - slide 1 is the title and its introduction only: the leading markdown cells, up to the first code cell
   or the first `## ` heading, so it fits on a 1366x768 screen;
 - the first cell after slide 1 (the set-up code, usually) starts a new slide, and so does every `## ` heading;
+- a cell an author chose to start a slide (slide_type "slide", to split a slide too tall for the screen)
+  keeps it, and so does the cell an author marked "subslide" or "fragment": those become slides, because
+  the → key and a clicker's PageDown skip sub-slides, and one key must walk every cell of the deck;
 - every other cell continues the slide above it, which Deck mode reads from a cell without
   `slideshow.slide_type` (Deck does not read RISE's "-": it shows such a cell on no slide at all, so
-  the code under a heading disappears). RISE and nbconvert read a missing slide_type as "-" too.
-- "subslide", "fragment", "skip" and "notes" set by an author are kept.
+  the code under a heading disappears). RISE and nbconvert read a missing slide_type as "-" too;
+  "skip" and "notes" (shown on no slide) are removed the same way, so every cell is on a slide.
 
 Only cell metadata changes: sources, outputs and execution counts are left exactly as they were, and a
 notebook that already follows the rule is not rewritten (running the script twice changes nothing).
@@ -21,7 +24,7 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
-KEPT = ("subslide", "fragment", "skip", "notes")
+BECOME_SLIDES = ("slide", "subslide", "fragment")  # an author's choice to start a new slide here
 
 
 def title_slide_length(cells) -> int:
@@ -38,8 +41,8 @@ def wanted_slide_type(index: int, cell, first_after_title: int) -> str | None:
     current = cell.metadata.get("slideshow", {}).get("slide_type")
     if index == 0 or index == first_after_title or (cell.cell_type == "markdown" and cell.source.startswith("## ")):
         return "slide"
-    if current in KEPT and index > first_after_title:
-        return current
+    if current in BECOME_SLIDES and index > first_after_title:
+        return "slide"
     return None
 
 
