@@ -79,7 +79,7 @@ def read_checkpoint(path: str | Path, kind: str = CHECKPOINT_FORMAT) -> dict:
     try:
         state = torch.load(path, weights_only=True)
     except (RuntimeError, KeyError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile, OSError) as err:
-        raise ValueError(f"{path} is not a readable checkpoint (damaged, or not made by {save_name}): "
+        raise ValueError(f"{path} is not a readable checkpoint (corrupted or not made by {save_name}): "
                          f"{type(err).__name__}; save it again") from None
     found = state.get("format") if isinstance(state, dict) else None
     if found != kind:
