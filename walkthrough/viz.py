@@ -659,7 +659,7 @@ def block_gaps_figure(gaps: dict[str, float], title: str = "", tolerance: float 
     heights = [min(max(v, 10 * floor), top) for v in values]  # an exact 0 still shows, as a stub of a bar
     ax.bar(range(len(names)), heights, color=["#2ca02c" if v <= tolerance else "#d62728" for v in values])
     ax.axhline(tolerance, color="grey", linestyle="--", linewidth=0.8)
-    ax.text(len(names) - 0.5, tolerance, "tolerance", ha="right", va="bottom", fontsize=7, color="grey")
+    ax.text(-0.5, tolerance, " tolerance", ha="left", va="bottom", fontsize=7, color="grey")
     ax.set_yscale("log")
     ax.set_ylim(floor, top)
     ax.set_xticks(range(len(names)), names, rotation=90, fontsize=7)
