@@ -14,7 +14,6 @@ import os
 import time
 
 import walkthrough as wt
-from walkthrough.language_model import GPTSettings, GPTTrainer
 
 BUDGET_S = 60.0
 
@@ -30,7 +29,7 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=50, help="score the held-out set every this many steps")
     args = parser.parse_args()
     print(f"{args.threads} torch thread(s); {load()}")
-    trainer = GPTTrainer(GPTSettings(), threads=args.threads)
+    trainer = wt.GPTTrainer(wt.GPTSettings(), threads=args.threads)
     held_out = wt.held_out_pairs(500)
     trained_s, reached_95, at_budget = 0.0, None, None
     while trainer.remaining and trained_s < BUDGET_S:

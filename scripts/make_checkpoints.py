@@ -25,7 +25,6 @@ from pathlib import Path
 import torch
 
 import walkthrough as wt
-from walkthrough.language_model import GPTSettings, GPTTrainer, load_gpt_checkpoint, save_gpt_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 THREADS = 1
@@ -37,7 +36,7 @@ class Shipped:
     """One shipped checkpoint: how to make its trainer, save it and load it back."""
 
     name: str
-    make_trainer: Callable[[], wt.Trainer | GPTTrainer]
+    make_trainer: Callable[[], wt.Trainer | wt.GPTTrainer]
     save: Callable
     load: Callable
     check_step: int  # the test re-trains this many steps (seconds), not the whole run
@@ -62,8 +61,8 @@ def numeral_trainer() -> wt.Trainer:
 
 SHIPPED = {shipped.name: shipped for shipped in (
     Shipped("numerals", numeral_trainer, wt.save_checkpoint, wt.load_checkpoint, check_step=100),
-    Shipped("gpt_numerals", lambda: GPTTrainer(GPTSettings(), threads=THREADS), save_gpt_checkpoint,
-            load_gpt_checkpoint, check_step=40),
+    Shipped("gpt_numerals", lambda: wt.GPTTrainer(wt.GPTSettings(), threads=THREADS), wt.save_gpt_checkpoint,
+            wt.load_gpt_checkpoint, check_step=40),
 )}
 
 

@@ -37,7 +37,6 @@ from .training import (
     torch_threads,
     warmup_lr,
 )
-from .training import smoothing_floor as smoothing_floor  # re-exported: notebook 07 reads wt.train.smoothing_floor
 
 MAX_BATCH_SIZE = 4096  # each step draws this many numbers and runs them at once: beyond it a step takes minutes
 MAX_HELD_OUT = 10_000  # scoring decodes every held-out number; 500 is the notebooks'
