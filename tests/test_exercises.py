@@ -317,3 +317,12 @@ def test_a_function_that_reseeds_or_turns_off_grad_changes_nothing_outside(capsy
     state = torch.random.get_rng_state()
     assert verdict("split_heads", meddles, capsys)
     assert torch.equal(torch.random.get_rng_state(), state) and torch.is_grad_enabled()
+
+
+def test_a_tensor_subclass_cannot_fake_its_shape_or_device(capsys):
+    class Pretends(torch.Tensor):
+        shape = property(lambda self: torch.Size([8, 7, 5, 2]))
+        is_meta = False
+    right = solution("split_heads")
+    result = verdict("split_heads", lambda x, h: right(x, h).to("meta").as_subclass(Pretends), capsys)
+    assert not result and "is on the meta device" in result.message

@@ -136,16 +136,18 @@ def real_tensor(result, what: str) -> torch.Tensor:
         extra = ": return the tensor alone" if isinstance(result, tuple) else ""
         raise Wrong(f"{what} is a {type(result).__name__}, not a torch tensor{extra}.")
     with torch._C.DisableTorchFunctionSubclass():  # a subclass's own __torch_function__ must not judge itself
-        if result.is_meta:
-            raise Wrong(f"{what} is on the meta device: it has a shape but no values. Compute it from the "
-                        f"inputs (without device='meta').")
-        if result.layout != torch.strided:
-            raise Wrong(f"{what} is a sparse tensor ({result.layout}): return a dense one (.to_dense()).")
-        if result.is_complex():
-            raise Wrong(f"{what} is complex ({result.dtype}): the answer is real; keep to real operations.")
-        if result.is_quantized or result.device.type != "cpu":
-            raise Wrong(f"{what} is a {result.dtype} tensor on {result.device}: return a plain CPU tensor.")
-        return torch.Tensor.as_subclass(result, torch.Tensor)
+        layout = torch.Tensor.layout.__get__(result)  # the base class's answer, whatever a subclass overrides
+        if layout != torch.strided:
+            raise Wrong(f"{what} is a sparse tensor ({layout}): return a dense one (.to_dense()).")
+        result = torch.Tensor.as_subclass(result, torch.Tensor)  # a plain tensor from here on
+    if result.is_meta:
+        raise Wrong(f"{what} is on the meta device: it has a shape but no values. Compute it from the "
+                    f"inputs (without device='meta').")
+    if result.is_complex():
+        raise Wrong(f"{what} is complex ({result.dtype}): the answer is real; keep to real operations.")
+    if result.is_quantized or result.device.type != "cpu":
+        raise Wrong(f"{what} is a {result.dtype} tensor on {result.device}: return a plain CPU tensor.")
+    return result
 
 
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:
