@@ -117,3 +117,12 @@ def test_post_norm_gradients_grow_toward_the_output_and_pre_norm_ones_do_not():
         layer_gradient_norms(SMALL)
     with pytest.raises(ValueError, match="length=17 is longer than max_len=16"):
         layer_gradient_norms(cfg, 4, 17)
+
+
+def test_gradient_explorer_shows_gradient_shapes_and_a_message_for_bad_sizes():
+    explorer = wt.widgets.gradient_explorer()
+    assert "[32, 8, 10, 10]" in explorer.text() and "[512, 512]" in explorer.text()
+    explorer.control("batch").value = 64
+    assert "[64, 8, 10, 10]" in explorer.text() and "B·L = 64·10 = 640" in explorer.text()
+    explorer.control("heads").value = 7  # 512 is not divisible by 7
+    assert "not divisible" in explorer.text() and "Traceback" not in explorer.text()

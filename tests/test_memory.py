@@ -139,3 +139,13 @@ def test_crossover_length_is_where_the_activations_first_pass_the_weights_and_ad
     assert gap(crossing - 1) <= 0 < gap(crossing)
     assert memory.crossover_length(cfg, 64) < crossing  # twice the sentences: shorter ones suffice
     assert memory.crossover_length(dataclasses.replace(cfg, max_len=8), 1) is None
+
+
+def test_memory_explorer_shows_the_crossing_and_the_square_of_the_length():
+    explorer = wt.widgets.memory_explorer()
+    assert "at L = 41" in explorer.text() and "[image/png]" in explorer.text()
+    assert "of which attention weights   5.5 MB" in explorer.text()
+    explorer.control("L").value = 20  # twice the length: the [B, H, L, L] weights take four times the bytes
+    assert "of which attention weights   22.1 MB" in explorer.text()
+    explorer.control("batch").value = 64
+    assert "at L = 22" in explorer.text()
