@@ -675,7 +675,7 @@ def gradient_norms_figure(norms: dict[str, dict[str, Sequence[float]]], layout: 
     """Per-layer gradient norms at initialisation: one panel per stack depth (``{"6 layers": {"post-norm": [...],
     "pre-norm": [...]}, ...}``), layer 1 (next to the input) on the left, the last layer (next to the output) on
     the right."""
-    fig = Figure(figsize=(5 * len(norms), 3.8), layout=layout)
+    fig = Figure(figsize=(5 * len(norms), 3.2), layout=layout)
     for ax, (title, series) in zip(fig.subplots(1, len(norms), squeeze=False).flat, norms.items()):
         for name, values in series.items():
             ax.plot(range(1, len(values) + 1), list(values), marker="o", label=name)
@@ -694,7 +694,7 @@ def loss_runs_figure(runs: dict[str, dict[str, Sequence[float]]], smooth: int = 
     """Training losses of several runs, one panel per group (``{"no warm-up": {"post-norm": losses, ...}, ...}``),
     each curve a running mean over ``smooth`` steps, on one log scale for every panel."""
     check_positive_int("smooth", smooth)
-    fig = Figure(figsize=(5 * len(runs), 3.8), layout=layout)
+    fig = Figure(figsize=(5 * len(runs), 3.2), layout=layout)
     axes = fig.subplots(1, len(runs), squeeze=False, sharey=True).flat
     for ax, (title, series) in zip(axes, runs.items()):
         for name, losses in series.items():
@@ -735,7 +735,7 @@ def memory_figure(lengths: Sequence[int], activations: Sequence[float], weights_
 def memory_bars_figure(parts: dict[str, float], title: str = "", layout: str | None = "constrained") -> Figure:
     """Horizontal bars of bytes (drawn in MB), largest on top: what one training step keeps, part by part."""
     names = sorted(parts, key=parts.get)
-    fig = Figure(figsize=(9, 0.42 * len(parts) + 1.2), layout=layout)
+    fig = Figure(figsize=(9, 0.3 * len(parts) + 1.0), layout=layout)
     ax = fig.add_subplot()
     bars = ax.barh(names, [parts[n] / 1e6 for n in names], color="C0")
     ax.bar_label(bars, [f"{parts[n] / 1e6:,.1f}" for n in names], padding=3, fontsize=PROJECTOR_TEXT)
