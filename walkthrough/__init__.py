@@ -12,7 +12,7 @@ from .cache import DecodingCache, KVCache
 from .config import GPTConfig, ModelConfig
 from .data import PHRASES, Vocab, chinese_numeral, english_words, numeral_vocabs, pad_batch, phrase_vocabs
 from .decoding import greedy_decode, greedy_generate, greedy_steps
-from .embedding import Embedding, PositionalEncoding, sinusoidal_table
+from .embedding import Embedding, sinusoidal_table
 from .exercises import check_exercise
 from .flash import flash_attention, flash_attention_backward, flash_tiles
 from .gpt import GPT
@@ -27,7 +27,7 @@ from .pytorch import copy_torch_attention, load_torch_transformer
 from .quiz import ask_shape, check_shape_answer
 from .recording import Row
 from .rope import apply_rope
-from .steps import STEPS, Step
+from .steps import STEPS
 from .trace import (
     SOURCE_SIZES,
     OpRow,
@@ -35,7 +35,6 @@ from .trace import (
     TraceError,
     assert_shape,
     by_step,
-    format_table,
     print_shape,
     shape_map,
     shape_table,
@@ -75,10 +74,8 @@ __all__ = [
     "MultiHeadAttention",
     "OpRow",
     "OutputHead",
-    "PositionalEncoding",
     "Row",
     "ShapeTable",
-    "Step",
     "TraceError",
     "TrainSettings",
     "Trainer",
@@ -103,7 +100,6 @@ __all__ = [
     "flash_attention",
     "flash_attention_backward",
     "flash_tiles",
-    "format_table",
     "gradients",
     "greedy_decode",
     "greedy_generate",
