@@ -180,15 +180,29 @@ def test_a_rope_gpt_with_a_long_max_len_builds_no_table_and_is_not_refused():
 
 
 def test_the_guard_reads_the_containers_memory_limit(tmp_path):
+    alone = tmp_path / "cgroup"
+    alone.write_text("0::/\n")
     (tmp_path / "memory.max").write_text(f"{3 * 2**30}\n")
     (tmp_path / "memory.current").write_text(f"{2**30}\n")
-    room, limit = config.memory_headroom(tmp_path)
+    room, limit = config.memory_headroom(tmp_path, alone)
     assert room == 2 * 2**30 and limit == "the container's memory limit (3.0 GiB, cgroup)"
     v1 = tmp_path / "v1"
     (v1 / "memory").mkdir(parents=True)
     (v1 / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1's "no limit"
     (v1 / "memory" / "memory.usage_in_bytes").write_text("1000\n")
-    assert config.memory_headroom(v1)[1] != "the container's memory limit"
+    assert "cgroup" not in config.memory_headroom(v1, alone)[1]
+
+
+def test_the_guard_reads_the_limit_of_the_processs_own_cgroup_and_its_parents(tmp_path):
+    """A hub puts each user's server in a cgroup of its own, below the root: the tightest level counts."""
+    membership = tmp_path / "cgroup"
+    membership.write_text("12:cpu:/elsewhere\n4:memory:/hub/alice\n")
+    for level, limit, usage in (("", 2**63 - 4096, 10**9), ("hub", 4 * 2**30, 2**30), ("hub/alice", 2**62, 10**8)):
+        folder = tmp_path / "memory" / level
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "memory.limit_in_bytes").write_text(f"{limit}\n")
+        (folder / "memory.usage_in_bytes").write_text(f"{usage}\n")
+    assert config.memory_headroom(tmp_path, membership) == (3 * 2**30, "the container's memory limit (4.0 GiB, cgroup)")
 
 
 UNDER_A_LIMIT = """

@@ -130,17 +130,39 @@ def _read_number(path: Path) -> int | None:
         return None
 
 
-def memory_headroom(cgroup: Path = Path("/sys/fs/cgroup")) -> tuple[int, str] | None:
-    """Bytes this process may still allocate and the limit that says so, the tightest of: its container's
-    memory limit (cgroup v2, then v1), its address-space limit (RLIMIT_AS), the machine's available memory.
-    None where no limit can be read."""
+def _cgroup_limits(cgroup: Path, membership: Path) -> list[tuple[int, str]]:
+    """(bytes left, description) for every memory limit on this process's cgroup and its ancestors, v2 and v1.
+
+    ``membership`` (/proc/self/cgroup) names the process's cgroup ("0::/a/b" in v2, "4:memory:/a/b" in v1);
+    every level up to the root may limit it. In a container the root is usually the container's own.
+    """
+    try:
+        lines = membership.read_text().splitlines()
+    except OSError:
+        lines = []
+    places = [(cgroup, "memory.max", "memory.current"), (cgroup / "memory", "memory.limit_in_bytes",
+                                                          "memory.usage_in_bytes")]
+    for hierarchy, controllers, own in (line.split(":", 2) for line in lines if line.count(":") >= 2):
+        if hierarchy == "0" or "memory" in controllers.split(","):
+            base, limit_file, usage_file = places[0] if hierarchy == "0" else places[1]
+            folder = base / own.lstrip("/")
+            while folder != base and base in folder.parents:
+                places.append((folder, limit_file, usage_file))
+                folder = folder.parent
     found = []
-    for limit_file, usage_file in (("memory.max", "memory.current"),
-                                   ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes")):
-        limit, usage = _read_number(cgroup / limit_file), _read_number(cgroup / usage_file)
+    for folder, limit_file, usage_file in places:
+        limit, usage = _read_number(folder / limit_file), _read_number(folder / usage_file)
         if limit is not None and usage is not None and limit < 2**60:  # v1 writes "no limit" as about 2**63
             found.append((limit - usage, f"the container's memory limit ({limit / 2**30:.1f} GiB, cgroup)"))
-            break
+    return found
+
+
+def memory_headroom(cgroup: Path = Path("/sys/fs/cgroup"),
+                    membership: Path = Path("/proc/self/cgroup")) -> tuple[int, str] | None:
+    """Bytes this process may still allocate and the limit that says so, the tightest of: its cgroup's memory
+    limit (a container's, a hub's; v2 or v1, any level), its address-space limit (RLIMIT_AS), the machine's
+    available memory. None where no limit can be read."""
+    found = _cgroup_limits(cgroup, membership)
     if resource is not None:
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         if soft != resource.RLIM_INFINITY:
