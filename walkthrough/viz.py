@@ -613,12 +613,14 @@ def running_softmax(scores: torch.Tensor, block_k: int) -> list[tuple[int, float
 
 
 @_cjk
-def online_softmax_figure(scores: torch.Tensor, block_k: int, layout: str | None = "constrained") -> Figure:
+def online_softmax_figure(scores: torch.Tensor, block_k: int, layout: str | None = "constrained",
+                          size: tuple[float, float] = (8.4, 3.8)) -> Figure:
     """One query row's scores [L_k] arriving in blocks of ``block_k`` keys: the running max m over the scores
-    (left), the running sum l = Σ exp(score - m) after each block (right), next to the exact values they end at."""
+    (left), the running sum l = Σ exp(score - m) after each block (right), next to the exact values they end at.
+    ``size``: the figure's (width, height) in inches."""
     history = running_softmax(scores, block_k)
     ends, maxima, sums = zip(*history)
-    fig = Figure(figsize=(8.4, 3.8), layout=layout)
+    fig = Figure(figsize=size, layout=layout)
     left, right = fig.subplots(1, 2)
     left.plot(range(len(scores)), scores.numpy(), "o", color="#8c8c8c", markersize=4, label="score")
     left.step([-0.5, *(end - 0.5 for end in ends)], [maxima[0], *maxima], where="pre", color="#c44e52", linewidth=2,

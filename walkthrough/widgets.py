@@ -415,7 +415,7 @@ def flash_explorer() -> Explorer:
                         f"scores, {heads} heads: {4 * heads * L_q * L_k:,} B\n"
                         f"one tile, {heads} heads: {4 * heads * min(block_q, L_q) * min(block_k, L_k):,} B")
         return (viz.tile_grid_figure(L_q, L_k, block_q, block_k, causal, layout=None), summary,
-                viz.online_softmax_figure(row, block_k, layout=None))
+                viz.online_softmax_figure(row, block_k, layout=None, size=(7.6, 3.4)))
     causal = widgets.Checkbox(value=True, description="causal", indent=False,
                               layout=widgets.Layout(width=CONTROLS_WIDTH))
     return explorer([slider("L_q", 64, 1, 256), slider("L_k", 64, 1, 256), slider("block_q", 16, 1, 64),
