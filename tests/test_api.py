@@ -66,8 +66,7 @@ def test_shipped_checkpoints_load_into_the_renamed_output_head(path, kind):
     loaded = (wt.load_checkpoint if kind == "transformer" else wt.load_gpt_checkpoint)(ROOT / "checkpoints" / path)
     head = loaded.model.output_head.proj.weight
     raw = torch.load(ROOT / "checkpoints" / path, map_location="cpu", weights_only=False)
-    stored = next(v for k, v in raw["model"].items() if k.endswith("proj.weight") and "head" in k or
-                  k.startswith("generator.proj.weight"))
+    stored = raw["model"].get("generator.proj.weight", raw["model"].get("output_head.proj.weight"))
     torch.testing.assert_close(head, stored)
 
 
@@ -108,3 +107,19 @@ def test_ids_are_checked_once_per_model_call_and_a_layer_called_alone_checks_its
         model.encoder.layers[0].self_attn(torch.ones(3, 16), torch.ones(3, 16), torch.ones(3, 16))
     with pytest.raises(ValueError, match="src holds token id 20"):
         model(torch.full((2, 3), 20), torch.ones(2, 4, dtype=torch.long))
+
+
+def test_a_step_is_named_once_and_an_unknown_id_is_an_error():
+    from walkthrough.recording import record
+
+    with pytest.raises(KeyError, match=r"no step 'Q transpose'.*q_transpose"):
+        record("Q transpose", torch.zeros(1))  # a label is not an id, even with no trace listening
+    with pytest.raises(KeyError, match="no step 'scorse'"):
+        wt.STEPS["scorse"]
+    rows = wt.by_step(wt.trace_shapes(wt.ModelConfig(), batch=32, src_len=10, tgt_len=4))
+    scores = rows["decoder.layers.0.cross_attn", "scores"]  # by id ...
+    assert scores is rows["decoder.layers.0.cross_attn", wt.STEPS["scores"].label]  # ... or by its label
+    assert (scores.shape, scores.dims, scores.meaning) == ((32, 8, 4, 10), "B H L_q L_k", wt.STEPS["scores"].meaning)
+    assert rows["encoder.layers.0.self_attn", "k_transpose"].dims == "B H L d_k"  # the Transformer's H_kv is H
+    with pytest.raises(KeyError, match=r"not traced in 'encoder'.*output_head"):
+        rows["encoder", "logits"]

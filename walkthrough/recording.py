@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .steps import STEPS, step
+from .steps import STEPS
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,9 @@ def record(step_id: str, tensor: torch.Tensor) -> None:
 
     An id missing from the table is a KeyError whether or not anybody listens, so a typo cannot hide.
     """
-    if step_id not in STEPS:
-        step(step_id)  # raises, listing the ids
+    known = STEPS[step_id]  # an unknown id raises here, listing the ids
     if _active is None:
         return
-    known = STEPS[step_id]
     dims = _active.dims(known.dims)
     if len(dims.split()) != tensor.dim():
         raise RuntimeError(f"trace step {step_id!r}: dims {dims!r} do not match shape {list(tensor.shape)}")
