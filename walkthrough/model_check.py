@@ -98,15 +98,13 @@ def _tensor_args(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple[to
 
 
 class _Calls:
-    """Hooks on every module of ``model``: the first call of each path, the order calls start and finish, and
-    (after an exception) the paths still running, innermost last."""
+    """Hooks on every module of ``model``: the first call of each path and the order calls start and finish."""
 
     def __init__(self, model: nn.Module):
         self.paths = {module: path or ROOT for path, module in model.named_modules()}
         self.calls: dict[str, _Call] = {}
         self.started: list[str] = []
         self.finished: list[str] = []
-        self.running: list[str] = []
         self._pending: dict[str, _Call] = {}
         self._handles = [handle for module in self.paths for handle in (
             module.register_forward_pre_hook(self._enter, with_kwargs=True),
@@ -114,13 +112,12 @@ class _Calls:
 
     def _enter(self, module, args, kwargs):
         path = self.paths[module]
-        self.running.append(path)
         if path not in self.calls and path not in self._pending:
             self._pending[path] = _Call(*_tensor_args(module, args, kwargs))
             self.started.append(path)
 
     def _leave(self, module, args, kwargs, output):
-        path = self.running.pop()
+        path = self.paths[module]
         if path in self._pending:
             call = self._pending.pop(path)
             call.output = _copy(output)
@@ -196,7 +193,7 @@ def _gap(mine, theirs) -> float | None:
 
 def _same(mine, theirs) -> bool:
     gap = _gap(mine, theirs)
-    return gap is not None and gap <= 1e-4 * (1 + theirs.double().abs().max().item())
+    return gap is not None and (not theirs.numel() or gap <= 1e-4 * (1 + theirs.double().abs().max().item()))
 
 
 def _difference(mine, theirs) -> str:
@@ -374,8 +371,8 @@ def _build(make_model: Callable, cfg) -> nn.Module:
 
 def _load_weights(model: nn.Module, weights: dict[str, torch.Tensor]) -> None:
     """Load the package's trained weights by name; explain names and shapes that do not fit."""
-    own = dict(model.named_parameters())
-    missing = [name for name in weights if name not in own and name not in model.state_dict()]
+    own, state = dict(model.named_parameters()), model.state_dict()
+    missing = [name for name in weights if name not in state]
     extra = [name for name in own if name not in weights]
     if missing:
         name = missing[0]
@@ -389,7 +386,6 @@ def _load_weights(model: nn.Module, weights: dict[str, torch.Tensor]) -> None:
         raise _Verdict("✗", f"your model has a parameter the trained model does not: `{extra[0]}` "
                             f"{list(own[extra[0]].shape)} ({len(extra)} in all); it would keep random values. "
                             f"Build only the package's parts.", ROOT)
-    state = model.state_dict()
     for name, tensor in weights.items():
         mine = state[name]
         if mine.shape != tensor.shape:
