@@ -65,15 +65,14 @@ def test_flipped_bytes_in_a_shipped_checkpoint_are_reported_as_damage(tmp_path):
     data[middle:middle + 64] = bytes(255 - b for b in data[middle:middle + 64])
     damaged = tmp_path / "gpt_numerals.pt"
     damaged.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match=r"gpt_numerals.pt is damaged: its weights do not match the digest"):
+    with pytest.raises(ValueError, match=r"gpt_numerals.pt is damaged: its contents do not match the digest"):
         wt.load_gpt_checkpoint(damaged)
 
 
-def test_every_shipped_checkpoint_carries_the_digest_of_its_weights():
+def test_every_shipped_checkpoint_carries_its_digest():
     for shipped in script.SHIPPED.values():
         state = torch.load(shipped.checkpoint, weights_only=True)
-        assert state["weights_sha256"] == checkpoints.weights_digest(state["model"])
-        assert len(state["weights_sha256"]) == 64
+        assert state["sha256"] == checkpoints.digest(state) and len(state["sha256"]) == 64
 
 
 def test_the_two_kinds_mixed_up_name_the_right_function():
@@ -112,13 +111,13 @@ def saved(tmp_path, trainer=None) -> tuple[Path, dict]:
 def forge(path, state, redigest=True) -> None:
     """What someone editing the file by hand does (recomputing the digest when they know how)."""
     if redigest:
-        state["weights_sha256"] = checkpoints.weights_digest(state["model"])
+        state["sha256"] = checkpoints.digest(state)
     torch.save(state, path)
 
 
 @pytest.mark.parametrize("change,message", [
     (lambda s: s.pop("settings"), "ckpt.pt lacks settings: it was altered or not written by save_checkpoint"),
-    (lambda s: s.pop("weights_sha256"), "ckpt.pt lacks weights_sha256"),
+    (lambda s: s.pop("sha256"), "ckpt.pt lacks sha256"),
     (lambda s: s["settings"].update(dropout=0.3), r"its settings do not fit TrainSettings \(unknown dropout\)"),
     (lambda s: s["settings"].pop("peak_lr"), r"its settings do not fit TrainSettings \(missing peak_lr\)"),
     (lambda s: s["settings"].update(d_model=48), r"its weights do not fit the settings stored with them "
@@ -130,7 +129,7 @@ def forge(path, state, redigest=True) -> None:
 def test_forged_checkpoints_get_a_message_not_a_traceback(tmp_path, change, message):
     path, state = saved(tmp_path)
     change(state)
-    forge(path, state, redigest="weights_sha256" in state)
+    forge(path, state, redigest="sha256" in state)
     with pytest.raises(ValueError, match=message):
         wt.load_checkpoint(path)
 
@@ -178,7 +177,20 @@ def test_a_checkpoint_saved_before_the_output_head_rename_still_loads(tmp_path, 
     state = torch.load(shipped.checkpoint, weights_only=True)
     state["model"] = {key.replace("output_head.", "generator.", 1): value for key, value in state["model"].items()}
     assert any(key.startswith("generator.") for key in state["model"])
-    forge(tmp_path / "old.pt", state)  # as saved then: the digest of the weights under their old names
+    forge(tmp_path / "old.pt", state)  # as saved then: the digest over the weights under their old names
     old, new = shipped.load(tmp_path / "old.pt"), shipped.load(shipped.checkpoint)
     for (key, a), b in zip(old.model.state_dict().items(), new.model.state_dict().values()):
         assert torch.equal(a, b), key
+
+
+@pytest.mark.parametrize("change", [
+    lambda s: s["optimizer"]["state"][0]["exp_avg"].mul_(2),  # what resuming would train on
+    lambda s: s["settings"].update(peak_lr=0.03),
+    lambda s: s["losses"].__setitem__(0, 0.0),
+])
+def test_the_digest_covers_the_whole_file_not_only_the_weights(tmp_path, change):
+    path, state = saved(tmp_path)
+    change(state)
+    forge(path, state, redigest=False)
+    with pytest.raises(ValueError, match=r"ckpt\.pt is damaged: its contents do not match the digest stored with them"):
+        wt.load_checkpoint(path)

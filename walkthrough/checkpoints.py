@@ -1,7 +1,8 @@
 """The checkpoint file: its format, its path check, the digest of its weights, and reading it back as plain data.
 
 A checkpoint is a dict written by ``torch.save``: a ``format`` naming its kind, the settings, the
-training history, the weights (``model``) and ``weights_sha256``, a digest of the weights as stored.
+training history, the weights (``model``), the optimiser's state when saved for resuming, and ``sha256``,
+a digest of all of it as stored.
 Reading checks all of it before a trainer is built: a damaged, altered or mixed-up file gets a message
 that says so, never a model that silently scores 0. Saving and loading a trainer stay with its task
 (``save_checkpoint`` in train.py, ``save_gpt_checkpoint`` in language_model.py).
@@ -26,7 +27,7 @@ KINDS = {
                         ("pairs", "src_itos", "tgt_itos")),
     GPT_CHECKPOINT_FORMAT: ("a GPTTrainer (notebook 09)", "save_gpt_checkpoint", "load_gpt_checkpoint", ("itos",)),
 }
-COMMON_KEYS = ("settings", "step", "losses", "lrs", "schedule", "model", "weights_sha256")
+COMMON_KEYS = ("settings", "step", "losses", "lrs", "schedule", "model", "sha256")
 
 
 def check_checkpoint_path(path, for_writing: bool, name: str = "path") -> Path:
@@ -51,19 +52,36 @@ def check_checkpoint_path(path, for_writing: bool, name: str = "path") -> Path:
     return path
 
 
-def weights_digest(weights: dict[str, torch.Tensor]) -> str:
-    """SHA-256 over every weight as stored: names in sorted order, each with its dtype, shape and bytes."""
-    digest = hashlib.sha256()
-    for name in sorted(weights):
-        tensor = weights[name].detach().cpu().contiguous()
-        digest.update(f"{name}|{tensor.dtype}|{list(tensor.shape)}|".encode())
-        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
+def digest(state: dict) -> str:
+    """SHA-256 over everything in a checkpoint but the digest itself, as stored: keys in sorted order, each
+    tensor with its dtype, shape and bytes (weights and optimiser moments), every other value by its repr."""
+    sha = hashlib.sha256()
+
+    def add(value) -> None:
+        if isinstance(value, torch.Tensor):
+            tensor = value.detach().cpu().contiguous()
+            sha.update(f"tensor|{tensor.dtype}|{list(tensor.shape)}|".encode())
+            sha.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(value, dict):
+            sha.update(f"dict|{len(value)}|".encode())
+            for key in sorted(value, key=repr):
+                sha.update(f"{key!r}:".encode())
+                add(value[key])
+        elif isinstance(value, (list, tuple)):
+            sha.update(f"{type(value).__name__}|{len(value)}|".encode())
+            for item in value:
+                add(item)
+        else:
+            sha.update(f"{value!r}|".encode())
+
+    add({key: value for key, value in state.items() if key != "sha256"})
+    return sha.hexdigest()
 
 
 def write_checkpoint(path: Path, kind: str, payload: dict) -> None:
     """Save ``payload`` (settings, history, ``model`` weights, ...) as a checkpoint of ``kind``, with its digest."""
-    torch.save({"format": kind, **payload, "weights_sha256": weights_digest(payload["model"])}, path)
+    state = {"format": kind, **payload}
+    torch.save(state | {"sha256": digest(state)}, path)
 
 
 def read_checkpoint(path: str | Path, kind: str = CHECKPOINT_FORMAT) -> dict:
@@ -94,8 +112,8 @@ def read_checkpoint(path: str | Path, kind: str = CHECKPOINT_FORMAT) -> dict:
     if missing or not isinstance(state["model"], dict):
         raise ValueError(f"{path} lacks {', '.join(missing) or 'its weights'}: it was altered or not written by "
                          f"{save_name}; save it again")
-    if weights_digest(state["model"]) != state["weights_sha256"]:
-        raise ValueError(f"{path} is damaged: its weights do not match the digest stored with them (bytes changed "
+    if digest(state) != state["sha256"]:
+        raise ValueError(f"{path} is damaged: its contents do not match the digest stored with them (bytes changed "
                          f"on disk or in a copy); {load_name} refuses it. Copy it again or re-make it")
     not_finite = [name for name, tensor in state["model"].items()
                   if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
