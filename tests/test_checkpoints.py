@@ -194,3 +194,14 @@ def test_the_digest_covers_the_whole_file_not_only_the_weights(tmp_path, change)
     forge(path, state, redigest=False)
     with pytest.raises(ValueError, match=r"ckpt\.pt is damaged: its contents do not match the digest stored with them"):
         wt.load_checkpoint(path)
+
+
+def test_a_phrase_trainer_round_trips_through_its_digest_and_resumes(tmp_path):
+    """Its pairs are tuples: read back as tuples, so the digest over them matches and training goes on."""
+    settings = wt.TrainSettings(d_model=32, num_heads=4, d_ff=64, num_layers=1, steps=20, peak_lr=1e-2, smoothing=0.0)
+    trainer = wt.Trainer(settings, pairs=wt.PHRASES)
+    trainer.run(5, progress=False)
+    path, _ = saved(tmp_path, trainer)
+    loaded = wt.load_checkpoint(path)
+    assert loaded.pairs == wt.PHRASES and loaded.losses == trainer.losses
+    assert loaded.run(progress=False).end_step == 20
