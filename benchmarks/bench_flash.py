@@ -8,12 +8,12 @@ PyTorch's fused kernel.
 B = 1, H = 8, d_k = 64, float32, L = 1024, 2048, 4096, 8192 (``--quick``: 1024 and 2048). Each measurement runs
 in a fresh child process, so none inherits another's memory.
 
-- Memory: the child runs the path once under a TorchDispatchMode that records the shape of every tensor any op
-  returns (the bench asserts that flash never makes one with L × L elements; the plain path's [8, L, L] shows
-  the recorder sees them); that run is also the warm-up. It then resets the process's peak resident memory
-  (Linux: ``/proc/self/clear_refs``), runs the path again and reads the peak (``VmHWM``) minus the memory held
-  just before: measured, not computed from shapes. This child maps every block of 64 KiB or more afresh
-  (glibc's MALLOC_MMAP_THRESHOLD_), so no memory freed by the warm-up is reused unseen.
+- Memory: the child warms up on a short sequence, resets the process's peak resident memory (Linux:
+  ``/proc/self/clear_refs``), runs the path and reads the peak (``VmHWM``) minus the memory held just before:
+  measured, not computed from shapes. This child maps every block of 64 KiB or more afresh (glibc's
+  MALLOC_MMAP_THRESHOLD_), so no memory the warm-up freed is reused unseen. Both runs go through a
+  TorchDispatchMode that records the shape of every tensor any op returns: the bench asserts that flash never
+  makes one with L × L elements (the plain path's [8, L, L] shows the recorder sees them).
 - Time: another child, with the usual allocator, warms up on a short sequence and times one call (the median
   of ``--repeats`` calls at L <= 2048).
 
@@ -21,6 +21,9 @@ Ours uses blocks of 256 here, not the default 16: each tile costs a few separate
 so small tiles are all overhead at these lengths (at 16 there would be 262,144 tiles at L = 8192). One tile's
 scores are then [1, 8, 256, 256], 2 MiB. Target: ours holds no [L, L] tensor, and its peak at L = 8192 is
 below 1/8 of the plain path's (printed last, and asserted).
+
+Ours runs twice at each length (memory, time), the slowest part: at L = 8192 one run took 170 s on the project's
+two cores with other jobs running (load 10), so the whole bench takes minutes; ``--quick`` one or two.
 
     .venv/bin/python benchmarks/bench_flash.py [--quick] [--repeats 3] [--threads N]
 """
@@ -75,9 +78,8 @@ def resident(field: str) -> int:
 def memory_child(path: str, length: int) -> dict:
     """In a fresh process: the largest tensor ``path`` makes at ``length`` and its peak extra bytes."""
     run, (q, k, v) = PATHS[path], inputs(length)
-    with torch.no_grad():
-        with LargestTensor() as recorder:  # also the warm-up: kernels, thread pools and the recorder's own start-up
-            run(q, k, v)
+    with torch.no_grad(), LargestTensor() as recorder:
+        run(q[:, :, :BLOCK], k[:, :, :BLOCK], v[:, :, :BLOCK])  # warm-up: kernels, thread pools, the recorder
         Path("/proc/self/clear_refs").write_text("5")  # reset the peak resident memory to what is held now
         before = resident("VmRSS")
         run(q, k, v)
