@@ -247,6 +247,25 @@ def test_cache_explorer_at_step_one_shows_the_first_cached_key():
     assert "[32, 8, 1, 64]" in explorer.text() and "⚠" not in explorer.text()
 
 
+def test_cache_explorer_bytes_are_what_a_real_cache_holds():
+    """The explorer traces one layer and multiplies; a real model decoding 5 steps holds exactly those bytes."""
+    sizes = {"d_model": 16, "heads": 2, "layers": 3, "batch": 2, "src_len": 4, "step": 5}
+    explorer = widgets.cache_explorer()
+    for name, value in sizes.items():
+        explorer.control(name).value = value
+    model = wt.Transformer(dataclasses.replace(widgets.BASE, d_model=16, num_heads=2, num_layers=3, dropout=0.0))
+    src = torch.randint(4, 100, (2, 4))
+    cache = model.eval().new_cache(src)
+    with torch.no_grad():
+        memory = model.encode(src)
+        for _ in range(sizes["step"]):
+            model.decode(torch.randint(4, 100, (2, 1)), memory, src, cache)
+    for kind in ("self", "cross"):
+        held = sum(t.numel() * t.element_size() for layer in cache.layers
+                   for t in (getattr(layer, f"{kind}_attn").k, getattr(layer, f"{kind}_attn").v))
+        assert re.search(rf"{kind} cache .* = {held:,} bytes", explorer.text()), (kind, held)
+
+
 def test_translation_explorer_shows_the_numeral_and_the_models_answer(trainer):
     explorer = widgets.translation_explorer(trainer)
     assert "3,056,070   三百零五万六千零七十" in explorer.text()

@@ -360,15 +360,14 @@ def cache_explorer() -> Explorer:
     """Notebook 08: decoding step t with the key/value cache: its shapes (traced on the meta device), the two
     caches drawn per layer (self-attention: one more position each step; cross-attention: fixed), their bytes."""
     def render(step, batch, src_len, d_model, heads, layers):
-        cfg = _config(d_model, heads, layers=layers)
-        rows = trace_shapes(cfg, batch, src_len, step=step)
+        rows = trace_shapes(_config(d_model, heads, layers=1), batch, src_len, step=step)  # every layer caches alike
         table = shape_table(rows, within=("decoder.layers.0.self_attn", "decoder.layers.0.cross_attn"),
                             steps=("q_transpose", "k_cached", "scores", "output"), summarise_layers=False,
                             highlight="k_cached")
-        held = {"self": 0, "cross": 0}
-        for r in rows:
-            if r.step == STEPS["k_cached"].label:  # V has K's shape: K and V together are twice K
-                held["cross" if r.where.endswith("cross_attn") else "self"] += 2 * 4 * torch.Size(r.shape).numel()
+        held = {"self": 0, "cross": 0}  # bytes, float32; V has K's shape: K and V of all layers are 2 × layers × K
+        for r in table.rows:
+            if r.step == STEPS["k_cached"].label:
+                held["cross" if r.where.endswith("cross_attn") else "self"] += 2 * layers * 4 * math.prod(r.shape)
         figure = viz.cache_figure(layers, step, src_len)
         d_k = d_model // heads
         summary = _Text(f"self cache  2 × {layers} layers × {batch} × {heads} heads × {step} × {d_k} × 4 bytes "
