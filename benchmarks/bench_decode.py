@@ -32,7 +32,7 @@ def source_sized_model() -> wt.Transformer:
     torch.manual_seed(0)
     model = wt.Transformer(wt.ModelConfig.paper_base(dropout=0.0)).eval()  # max_len 5000: room for 256 tokens
     with torch.no_grad():
-        model.generator.proj.bias[EOS] = -1e4  # <eos> never wins: every run decodes all N tokens
+        model.output_head.proj.bias[EOS] = -1e4  # <eos> never wins: every run decodes all N tokens
     return model
 
 
@@ -53,10 +53,10 @@ def step_seconds(model, src, memory, prefix, use_cache: bool, repeats: int = 3) 
             if t > 1:
                 model.decode(prefix[:, :t - 1], memory, src, cache)  # steps 1..t-1, not timed
             start = time.perf_counter()
-            model.generator(model.decode(prefix[:, t - 1:], memory, src, cache)[:, -1]).softmax(-1).argmax(-1)
+            model.output_head(model.decode(prefix[:, t - 1:], memory, src, cache)[:, -1]).softmax(-1).argmax(-1)
         else:
             start = time.perf_counter()
-            model.generator(model.decode(prefix, memory, src)[:, -1]).softmax(-1).argmax(-1)
+            model.output_head(model.decode(prefix, memory, src)[:, -1]).softmax(-1).argmax(-1)
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
 
@@ -67,7 +67,7 @@ def head_seconds(model, batch: int, repeats: int = 5) -> float:
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
-        model.generator(h).softmax(-1).argmax(-1)
+        model.output_head(h).softmax(-1).argmax(-1)
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
 

@@ -1,7 +1,8 @@
 """One training step (forward + backward + Adam) at the source articles' sizes: ours vs nn.Transformer.
 
 Both share the embedding, positional encoding and output head; only the stacks differ. Runs are
-interleaved so machine noise hits both alike. Goal: ours <= 1.10x the reference. Also prints the
+interleaved so machine noise hits both alike. Goal: ours no slower than the reference (<= 1.00x): both run
+PyTorch's fused attention kernel in training. Also prints the
 shape trace's latency at the source articles' sizes (the widgets call it on every slider move).
 
     .venv/bin/python benchmarks/bench_model.py [--rounds 10]
@@ -25,7 +26,7 @@ class TorchStackModel(nn.Module):
         super().__init__()
         cfg = ours.cfg
         self.pad_id = cfg.pad_id
-        self.src_embed, self.tgt_embed, self.generator = ours.src_embed, ours.tgt_embed, ours.generator
+        self.src_embed, self.tgt_embed, self.output_head = ours.src_embed, ours.tgt_embed, ours.output_head
         self.stack = nn.Transformer(cfg.d_model, cfg.num_heads, cfg.num_layers, cfg.num_layers, cfg.d_ff,
                                     cfg.dropout, batch_first=True)
 
@@ -34,7 +35,7 @@ class TorchStackModel(nn.Module):
         h = self.stack(self.src_embed(src), self.tgt_embed(tgt), tgt_mask=blocked_future,
                        src_key_padding_mask=src == self.pad_id, tgt_key_padding_mask=tgt == self.pad_id,
                        memory_key_padding_mask=src == self.pad_id)
-        return self.generator(h)
+        return self.output_head(h)
 
 
 def step_seconds(model, src, tgt, labels, optimizer) -> float:
@@ -70,7 +71,7 @@ def main() -> None:
     for name, samples in times.items():
         print(f"  {name:<15} median step {statistics.median(samples) * 1e3:8.1f} ms")
     ratio = statistics.median(times["ours"]) / statistics.median(times["nn.Transformer"])
-    print(f"ratio ours / nn.Transformer: {ratio:.2f} (goal <= 1.10)")
+    print(f"ratio ours / nn.Transformer: {ratio:.2f} (goal <= 1.00)")
 
     trace_shapes(wt.ModelConfig(d_model=64, num_heads=2, num_layers=1), 1, 2, 2)  # first meta call loads kernels
     moves = {  # a new size each time, as a slider move would be
