@@ -275,11 +275,11 @@ def test_the_loop_trains_any_model_with_its_own_batch_and_loss():
 def test_greedy_decode_stops_finished_rows(small_cfg):
     model = wt.Transformer(small_cfg).eval()
     src = torch.randint(1, 23, (3, 5))
-    steps = list(wt.greedy_steps(model, src, max_len=6, sos_id=1, eos_id=2))
+    steps = list(wt.greedy_steps(model, src, max_new_tokens=6, sos_id=1, eos_id=2))
     prefixes = [ys.shape for ys, _ in steps]
     assert prefixes[0] == (3, 2) and all(b[1] == a[1] + 1 for a, b in zip(prefixes, prefixes[1:]))
     assert steps[0][1].shape == (3, 19)
-    out = wt.greedy_decode(model, src, max_len=6, sos_id=1, eos_id=2)
+    out = wt.greedy_decode(model, src, max_new_tokens=6, sos_id=1, eos_id=2)
     assert torch.equal(out, steps[-1][0]) and (out[:, 0] == 1).all()
     for row in out.tolist():
         if 2 in row:

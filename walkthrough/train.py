@@ -155,14 +155,14 @@ def check_texts(texts) -> None:
 
 
 def translate(model: Transformer, texts: list[str], src_vocab: Vocab, tgt_vocab: Vocab,
-              max_len: int = 20) -> list[str]:
+              max_new_tokens: int = 20) -> list[str]:
     """Greedy translation of Chinese strings with a trained model: ``len(texts)`` strings in and out."""
     check_texts(texts)
     if (len(src_vocab), len(tgt_vocab)) != (model.cfg.src_vocab_size, model.cfg.tgt_vocab_size):
         raise ValueError(f"the vocabularies ({len(src_vocab)}, {len(tgt_vocab)} tokens) do not match the model "
                          f"({model.cfg.src_vocab_size}, {model.cfg.tgt_vocab_size}); use the ones it was trained with")
     src = pad_batch([src_vocab.encode(chinese_tokens(t)) for t in texts])  # [B, L_src]
-    out = greedy_decode(model, src, max_len, Vocab.sos_id, Vocab.eos_id)  # [B, <= max_len]
+    out = greedy_decode(model, src, max_new_tokens, Vocab.sos_id, Vocab.eos_id)  # [B, <= 1 + max_new_tokens]
     return [" ".join(tgt_vocab.decode(row)) for row in out]
 
 
