@@ -9,6 +9,9 @@ CHROMIUM ?= /usr/bin/chromium
 LAB_ARGS ?=
 STAMP := $(VENV)/.setup-done
 LAB_SETTINGS := $(VENV)/.lab-settings-done
+# `make lab` keeps JupyterLab's settings and workspaces in the project, never in your own ~/.jupyter: what
+# Deck mode remembers (its "active" flag) stays with this series. Delete the folder to start afresh.
+LAB_STATE ?= .lab-state
 
 .PHONY: setup browser lab test lint html sheet api clean
 
@@ -37,8 +40,11 @@ browser:
 	  fi; }
 
 # As root (containers, these CI machines) Jupyter refuses to start without --allow-root.
+# Idle kernels are culled by the shipped server settings (jupyterlab-settings/jupyter_server_config.json).
 lab: setup
-	$(BIN)/jupyter lab notebooks/ $(LAB_ARGS) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+	JUPYTERLAB_SETTINGS_DIR="$(abspath $(LAB_STATE))/settings" \
+	JUPYTERLAB_WORKSPACES_DIR="$(abspath $(LAB_STATE))/workspaces" \
+	  $(BIN)/jupyter lab notebooks/ $(LAB_ARGS) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # No tight timeouts: on a loaded machine a slow cell is not a failure (tests/nbval_patience.py).
 test: setup browser

@@ -1,13 +1,17 @@
 """Install the project's JupyterLab settings into this Python environment (``make setup``, binder/postBuild).
 
-Two things go into ``sys.prefix`` (the venv or the conda env), never into the user's own settings:
+Three things go into ``sys.prefix`` (the venv or the conda env), never into the user's own settings:
 
 - ``share/jupyter/lab/settings/overrides.d/walkthrough.json``: the defaults in jupyterlab-settings/overrides.json
-  (no news pop-up, larger fonts for a projector, a Deck-mode key). They are defaults: a user's own
-  settings, and an environment-wide overrides.json, still win.
-- ``share/jupyter/labextensions/walkthrough-cjk-font/``: a style-only extension that makes the browser
-  draw Chinese with Noto Sans CJK SC, the font mplfonts already installs, on machines that have no CJK
-  font (markdown, HTML tables, widget labels).
+  (no news pop-up, Deck-mode keys: Alt+R, and PageDown/PageUp/→/← for a clicker that walk every cell).
+  They are defaults: a user's own settings, and an environment-wide overrides.json, still win.
+- ``share/jupyter/labextensions/walkthrough-classroom/``: a small extension written by hand (no build) that
+  sets projector type sizes, makes the browser draw Chinese with Noto Sans CJK SC (the font mplfonts
+  already installs) on machines that have no CJK font, folds the file browser away, and makes Deck mode
+  always leavable from the keyboard.
+- ``etc/jupyter/jupyter_server_config.json``: the server settings in jupyterlab-settings/jupyter_server_config.json
+  (idle kernels culled: a closed tab's kernel is shut down), merged into the file if the environment has one
+  (Jupyter reads no ``.d`` folder for these).
 
 Running it again changes nothing.
 
@@ -62,10 +66,23 @@ def install_font_extension(prefix: Path) -> Path:
     return target
 
 
+def install_server_config(prefix: Path) -> Path:
+    target = prefix / "etc" / "jupyter" / "jupyter_server_config.json"
+    config = json.loads(target.read_text()) if target.exists() else {}
+    merged = {**config}
+    for section, values in json.loads((SETTINGS / "jupyter_server_config.json").read_text()).items():
+        merged[section] = {**config.get(section, {}), **values}
+    if merged != config or not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(merged, indent=2) + "\n")
+    return target
+
+
 def main(arguments: list[str]) -> None:
     prefix = Path(arguments[0]) if arguments else Path(sys.prefix)
     print(f"JupyterLab defaults: {install_overrides(prefix)}")
-    print(f"CJK font for the browser: {install_font_extension(prefix)}")
+    print(f"Classroom extension (type sizes, CJK font, Deck keys): {install_font_extension(prefix)}")
+    print(f"Server settings (idle kernels culled): {install_server_config(prefix)}")
 
 
 if __name__ == "__main__":
