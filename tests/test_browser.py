@@ -9,6 +9,7 @@ A wait that reaches its ceiling fails with its own message, and a failing check 
 """
 
 import base64
+import inspect
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from matplotlib.figure import Figure
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
@@ -384,6 +386,32 @@ def test_shape_explorer_follows_d_model(open_notebook):
     notebook.check("[32, 10, 512]" in notebook.explorer_output(), "the explorer does not show d_model = 512")
     shown = notebook.set_slider("d_model", 256)
     notebook.check("[32, 10, 256]" in shown, f"d_model=256 did not re-trace: {shown[:300]}")
+
+
+def test_every_figure_is_sized_for_the_screen_by_viz():
+    """The figure check above reads viz.MIN_FONT_PT: every figure viz draws goes through the step that enforces it
+    (a text, a legend or a hand-set tick label under the floor is raised to it; the figure gets SCREEN_DPI and is
+    no wider than SCREEN_WIDTH_IN), so a new figure cannot bring back 8 px text."""
+    unsized = [name for name, function in inspect.getmembers(viz, inspect.isfunction)
+               if function.__module__ == viz.__name__ and not name.startswith("_")
+               and inspect.signature(function).return_annotation == "Figure" and not hasattr(function, "__wrapped__")]
+    assert not unsized, f"figures not sized for the screen (decorate them with @_cjk): {unsized}"
+
+    @viz._cjk
+    def tiny() -> Figure:
+        figure = Figure(figsize=(16, 3), dpi=72)
+        ax = figure.add_subplot()
+        ax.plot([0, 1], [0, 1], label="a line")
+        ax.set_xticks([0, 1], ["早", "good"], fontsize=6)
+        ax.tick_params(axis="y", labelsize=5)
+        ax.set_title("title", fontsize=7)
+        ax.text(0.5, 0.5, "note", fontsize=6)
+        ax.legend(fontsize=6)
+        return figure
+    figure = tiny()
+    texts = [*viz._texts(figure), *figure.axes[0].get_xticklabels(), *figure.axes[0].get_yticklabels()]
+    assert min(text.get_fontsize() for text in texts) == viz.MIN_FONT_PT
+    assert figure.dpi == viz.SCREEN_DPI and figure.get_figwidth() == viz.SCREEN_WIDTH_IN
 
 
 def shipped_size(variable: str) -> float:

@@ -27,6 +27,7 @@ from matplotlib.colors import ListedColormap, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.text import Text
+from matplotlib.ticker import FixedLocator
 
 from .config import ModelConfig, check_positive_int
 from .embedding import sinusoidal_table
@@ -37,6 +38,12 @@ _SYSTEM_CJK_FONTS = ("Noto Sans CJK SC", "WenQuanYi Micro Hei", "Microsoft YaHei
 MASKED_COLOUR = "#c8c8c8"  # blocked cells: grey and hatched, so a masked cell never passes for a low score
 PROBABILITY = "probability (attention weight)"
 NEAR_ONE_HOT = 0.9  # a softmax row whose largest weight is above this attends to one key only
+# Figures are sized for the screen they are taught on, a 1366x768 projector, not for print: a PNG of SCREEN_DPI
+# pixels per inch no wider than SCREEN_WIDTH_IN fits a notebook's output area unscaled, so text of MIN_FONT_PT
+# points shows at MIN_FONT_PT * SCREEN_DPI / 72 = 12.5 px, what the back of a room can read.
+SCREEN_DPI = 100
+SCREEN_WIDTH_IN = 11.0
+MIN_FONT_PT = 9
 
 
 @functools.cache
@@ -61,7 +68,8 @@ def use_cjk_font() -> str | None:
 
 
 def _cjk(draw):
-    """Give every text of the figure ``draw`` returns a CJK fallback font: that figure only, no global setting.
+    """Give every text of the figure ``draw`` returns a CJK fallback font (that figure only, no global setting),
+    and size the figure for the screen (``_fit_screen``).
 
     Tick labels are made when the figure is drawn, so their font goes through ``tick_params``.
     """
@@ -75,8 +83,29 @@ def _cjk(draw):
                 text.set_fontfamily(family)
             for ax in figure.axes:
                 ax.tick_params(labelfontfamily=family)
+        _fit_screen(figure)
         return figure
     return wrapper
+
+
+def _fit_screen(figure: Figure) -> None:
+    """SCREEN_DPI pixels per inch, at most SCREEN_WIDTH_IN wide, no text smaller than MIN_FONT_PT (tick labels
+    included), so the figure shows unscaled in a notebook on a 1366 px screen with every word readable."""
+    figure.set_dpi(SCREEN_DPI)
+    width, height = figure.get_size_inches()
+    if width > SCREEN_WIDTH_IN:
+        figure.set_size_inches(SCREEN_WIDTH_IN, height)
+    for text in _texts(figure):
+        if text.get_fontsize() < MIN_FONT_PT:
+            text.set_fontsize(MIN_FONT_PT)
+    for ax in figure.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_tick_params().get("labelsize", MIN_FONT_PT) < MIN_FONT_PT:
+                axis.set_tick_params(labelsize=MIN_FONT_PT)
+            if isinstance(axis.get_major_locator(), FixedLocator):  # labels given by hand: their ticks exist
+                for label in axis.get_ticklabels():
+                    if label.get_fontsize() < MIN_FONT_PT:
+                        label.set_fontsize(MIN_FONT_PT)
 
 
 def _texts(artist):
@@ -138,7 +167,7 @@ def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | Non
         vmin, vmax = 0.0, 1.0  # nothing left to scale by
     n_rows, n_cols = data.shape
     if ax is None:
-        fig = Figure(figsize=(min(1.6 + 0.55 * n_cols, 12), min(1.2 + 0.45 * n_rows, 9)), layout=layout)
+        fig = Figure(figsize=(min(1.6 + 0.55 * n_cols, SCREEN_WIDTH_IN), min(1.2 + 0.45 * n_rows, 9)), layout=layout)
         ax = fig.add_subplot()
     if blocked.any():  # the image leaves NaN cells transparent: this hatched sheet shows through them
         ax.add_patch(Rectangle((-0.5, -0.5), n_cols, n_rows, facecolor=MASKED_COLOUR, edgecolor="#808080",
@@ -155,7 +184,7 @@ def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | Non
         for i, j in zip(*np.nonzero(~np.isnan(data))):
             red, green, blue, _ = image.cmap(image.norm(data[i, j]))
             dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5  # perceived brightness of the cell
-            ax.text(j, i, fmt.format(data[i, j]), ha="center", va="center", fontsize=8,
+            ax.text(j, i, fmt.format(data[i, j]), ha="center", va="center", fontsize=MIN_FONT_PT,
                     color="white" if dark else "black")
     ax.set_title(title, y=1.0)  # a fixed place: finding one clear of the ticks costs more than the picture
     ax.set_xlabel(xlabel)
@@ -238,7 +267,7 @@ def pe_figure(length: int, d_model: int, layout: str | None = "constrained") -> 
     right.set_xlabel("position")
     right.set_ylabel("PE value")
     right.set_title("low columns wiggle fast, high ones slowly", y=1.0)
-    right.legend(fontsize=8, loc="lower left")
+    right.legend(fontsize=MIN_FONT_PT, loc="lower left")
     if layout is None:
         fig.subplots_adjust(left=0.07, right=0.98, bottom=0.15, top=0.9, wspace=0.25)
     return fig
@@ -275,7 +304,7 @@ def lines_figure(x: Sequence[float], series: dict[str, Sequence[float]], xlabel:
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=MIN_FONT_PT)
     return fig
 
 
@@ -376,9 +405,10 @@ def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
     for h in range(heads):  # the grid's pixels: each token row is 4 tall (see _rows_apart)
         row, col = divmod(h, columns)
         axes[2].text(col * (d_k + column_gap) + d_k / 2 - 0.5, 4 * (row * (length + row_gap) + length / 2) - 0.5,
-                     f"head {h}", ha="center", va="center", fontsize=7, color="white",
+                     f"head {h}", ha="center", va="center", fontsize=MIN_FONT_PT, color="white",
                      bbox={"facecolor": "black", "alpha": 0.55, "linewidth": 0, "pad": 1})
-    fig.supxlabel(f"one of the B = {batch} sentences drawn; the sheets behind it stand for the others", fontsize=8)
+    fig.supxlabel(f"one of the B = {batch} sentences drawn; the sheets behind it stand for the others",
+                  fontsize=MIN_FONT_PT)
     if layout is None:
         fig.subplots_adjust(left=0.03, right=0.98, bottom=0.16, top=0.8, wspace=0.15)
     return fig
@@ -432,7 +462,7 @@ def head_slices_figure(length: int, d_model: int, heads: int, tokens: Sequence[s
         ax.set_yticks(range(length), list(tokens) if tokens is not None else range(length))
     handles = [Rectangle((0, 0), 1, 1, facecolor=colours[h]) for h in range(heads)]
     fig.legend(handles, [f"head {h}" for h in range(heads)], loc="outside right center" if layout else "right",
-               fontsize=8, title="lands in")
+               fontsize=MIN_FONT_PT, title="lands in")
     if layout is None:
         fig.subplots_adjust(left=0.06, right=0.88, bottom=0.15, top=0.82, wspace=0.2)
     return fig
@@ -540,7 +570,7 @@ def cache_figure(layers: int, step: int, src_len: int, max_step: int = 64, max_s
         ax.set_xticks(range(0, span + 1, span // 4))
         ax.set_xticks(range(picture.size(1)), minor=True)
         ax.grid(which="minor", axis="x", color="white", linewidth=0.5)
-        ax.set_yticks([i + 0.5 for i in range(layers)], [f"layer {i}" for i in range(layers)], fontsize=8)
+        ax.set_yticks([i + 0.5 for i in range(layers)], [f"layer {i}" for i in range(layers)], fontsize=MIN_FONT_PT)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("position")
     fixed.set_yticks([])
@@ -647,6 +677,7 @@ def online_softmax_figure(scores: torch.Tensor, block_k: int, layout: str | None
     return fig
 
 
+@_cjk
 def block_gaps_figure(gaps: dict[str, float], title: str = "", tolerance: float = 1e-4,
                       layout: str | None = "constrained") -> Figure:
     """One bar per block, in the order the blocks finish: the largest gap between two models' outputs (log scale).
