@@ -29,6 +29,7 @@ LAYERS = {
     "memory": 9, "gradients": 9,                 # what training saves; the gradient shapes (beside trace)
     "data": 10, "checkpoints": 10,               # learning, beside the tools (neither imports the other)
     "training": 11, "train": 12, "language_model": 13,
+    "distributed": 12,                           # any training loop, its batch split across torchrun's processes
     "viz": 14, "quiz": 14,                       # teaching
     "exercises": 15, "model_check": 15,          # the self-checks: one function, the whole model
     "widgets": 16,

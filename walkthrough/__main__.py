@@ -6,9 +6,11 @@ import argparse
 import math
 import sys
 
+import torch
+
 from .config import ModelConfig
 from .trace import SOURCE_SIZES, format_table, summarise, trace_shapes
-from .train import MAX_HELD_OUT
+from .train import MAX_BATCH_SIZE, MAX_HELD_OUT, TrainSettings
 
 MAX_TRACE_LAYERS = 96  # a trace builds every layer (on the meta device, but each is Python objects): 96 take seconds
 
@@ -20,20 +22,54 @@ def _trace(args) -> None:
     print(format_table(rows if args.all_layers else summarise(rows)))
 
 
-def _train(args) -> None:
+def _check_train(args, world_size: int) -> None:
+    """Everything a run (one process or torchrun's ranks, each checking alike) can refuse before any work."""
     from .checkpoints import check_checkpoint_path
-    from .train import Trainer, TrainSettings, held_out_pairs, save_checkpoint
+    from .distributed import check_global_batch, launched_by_torchrun
+    from .train import check_dropout
 
     if args.save is not None:  # checked first: a bad path must not cost a whole training run
         check_checkpoint_path(args.save, for_writing=True, name="--save")
+    check_dropout(args.dropout)
+    if args.dropout and args.model == "gpt":
+        raise ValueError("--dropout is for the encoder-decoder (--model transformer); the language model of "
+                         "notebook 09 trains without it: leave --dropout out")
+    if launched_by_torchrun():
+        check_global_batch(args.batch_size, world_size)
+        if args.seconds is not None:
+            raise ValueError("--seconds is a budget each process measures by itself, so the ranks would stop at "
+                             "different steps and wait for each other forever: under torchrun give --steps")
+    elif args.report is not None:
+        raise ValueError("--report records every rank of a torchrun; started plainly there is one process: "
+                         "start it with torchrun --nproc-per-node=2 -m walkthrough train ... (notebook 14)")
+
+
+def _train(args) -> None:
+    from .data import Vocab
+    from .distributed import launched_by_torchrun, process_group, rank_and_world, train_data_parallel
+    from .train import Trainer, TrainSettings, held_out_pairs, save_checkpoint
+
+    rank, world_size = rank_and_world()
+    _check_train(args, world_size)
     task, settings, save = Trainer, TrainSettings, save_checkpoint
     if args.model == "gpt":  # notebook 09: the same numerals as a decoder-only language model
         from .language_model import GPTSettings, GPTTrainer, save_gpt_checkpoint
         task, settings, save = GPTTrainer, GPTSettings, save_gpt_checkpoint
     steps = settings().steps if args.steps is None else args.steps
-    trainer = task(settings(steps=steps, warmup=args.warmup, seed=args.seed))  # no --warmup: the settings' 15%
+    chosen = settings(steps=steps, warmup=args.warmup, seed=args.seed, batch_size=args.batch_size)  # no --warmup: 15%
+    trainer = task(chosen, dropout=args.dropout) if task is Trainer else task(chosen)
     pairs = held_out_pairs(args.held_out)
-    print(trainer.run(seconds=args.seconds, evaluate=False), file=sys.stderr)
+    if not launched_by_torchrun():
+        print(trainer.run(seconds=args.seconds, evaluate=False), file=sys.stderr)
+    else:
+        with process_group():
+            if args.dropout and rank > 0:  # each rank its own dropout masks; rank 0 draws what one process would
+                torch.manual_seed(args.seed + rank)
+            report = train_data_parallel(trainer, pad_id=Vocab.pad_id, report=args.report)
+        if rank != 0:  # rank 0 alone prints, saves and scores: every rank holds the same weights
+            return
+        print(f"{report} on {world_size} processes (DDP, gloo), {args.batch_size // world_size} sentences each",
+              file=sys.stderr)
     if args.save is not None:
         save(trainer, args.save)
     print(f"held-out exact-match accuracy: {trainer.accuracy(pairs):.2f} ({len(pairs)} examples)")
@@ -91,6 +127,13 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--held-out", type=_at_most(MAX_HELD_OUT, "500 already scores to within a few percent"),
                        default=500, help=f"held-out examples to score (at most {MAX_HELD_OUT:,})")
     train.add_argument("--save", default=None, help="write a checkpoint to this path (checked before training)")
+    default_batch = TrainSettings().batch_size
+    train.add_argument("--batch-size", type=_at_most(MAX_BATCH_SIZE, "each step trains on that many sentences at once"),
+                       default=default_batch, help=f"sentences per step, the global batch: under torchrun each of "
+                       f"the processes takes an equal share (default {default_batch})")
+    train.add_argument("--dropout", type=float, default=0.0, help="dropout probability (default 0: off)")
+    train.add_argument("--report", default=None, help="under torchrun: rank 0 writes every rank's first-step "
+                       "shapes and gradients to this file (notebook 14)")
     return parser
 
 

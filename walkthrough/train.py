@@ -77,10 +77,10 @@ class TrainSettings:
                              f"got {self.seed!r}")
 
 
-def task_config(settings: TrainSettings, src_vocab: Vocab, tgt_vocab: Vocab) -> ModelConfig:
+def task_config(settings: TrainSettings, src_vocab: Vocab, tgt_vocab: Vocab, dropout: float = 0.0) -> ModelConfig:
     return ModelConfig(src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab), d_model=settings.d_model,
                        num_heads=settings.num_heads, d_ff=settings.d_ff, num_layers=settings.num_layers,
-                       max_len=32, dropout=0.0, pad_id=Vocab.pad_id)
+                       max_len=32, dropout=dropout, pad_id=Vocab.pad_id)
 
 
 class Trainer(TrainingLoop):
@@ -89,12 +89,17 @@ class Trainer(TrainingLoop):
     By default it trains the numeral task on fresh random numbers every step and scores on 500 held-out
     numbers; given ``pairs``, every batch is those pairs (a model that memorises a few phrases, as
     notebook 06 needs) and the score is exact match on them.
+
+    ``dropout`` (default 0: this task learns without it) belongs to the run, not to the settings a
+    checkpoint stores, so checkpoints made before it existed still load; a loaded trainer has none.
     """
 
-    def __init__(self, settings: TrainSettings = TrainSettings(), pairs: list[tuple[str, str]] | None = None):
+    def __init__(self, settings: TrainSettings = TrainSettings(), pairs: list[tuple[str, str]] | None = None,
+                 dropout: float = 0.0):
         if type(settings) is not TrainSettings:  # a subclass (GPTSettings) describes another model
             hint = "; GPTSettings go to GPTTrainer (notebook 09)" if isinstance(settings, TrainSettings) else ""
             raise TypeError(f"settings must be a walkthrough.TrainSettings, got {type(settings).__name__}{hint}")
+        check_dropout(dropout)
         self.settings = settings
         self.pairs = pairs
         if pairs is None:
@@ -109,7 +114,7 @@ class Trainer(TrainingLoop):
             self.tgt_vocab = Vocab(t for _, en in pairs for t in english_tokens(en))
             score_name = "exact match on its phrases"
         torch.manual_seed(settings.seed)
-        model = Transformer(task_config(settings, self.src_vocab, self.tgt_vocab))
+        model = Transformer(task_config(settings, self.src_vocab, self.tgt_vocab, dropout))
         super().__init__(model, self.batch, self.loss, steps=settings.steps, warmup=settings.warmup,
                          peak_lr=settings.peak_lr, score=self.score, score_name=score_name)
 
@@ -136,6 +141,13 @@ class Trainer(TrainingLoop):
     def accuracy(self, pairs: list[tuple[str, str]]) -> float:
         with torch_threads(self.threads):
             return exact_match(self.model, pairs, self.src_vocab, self.tgt_vocab)
+
+
+def check_dropout(dropout) -> None:
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
+        raise TypeError(f"dropout must be a probability such as 0.1, got {dropout!r}")
+    if not 0 <= dropout < 1:
+        raise ValueError(f"dropout must be in [0, 1) (0 turns it off, 0.1 is the paper's), got {dropout}")
 
 
 def check_texts(texts) -> None:
