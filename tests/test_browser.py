@@ -455,38 +455,63 @@ def test_projector_settings_apply_without_user_settings(open_notebook):
                    "the notebook does not get the screen's width")
 
 
+CHINESE_GLYPHS = """async selector => {
+    const canvas = document.createElement('canvas');
+    canvas.width = canvas.height = 64;
+    const context = canvas.getContext('2d', {willReadFrequently: true});
+    const draw = (font, text) => {
+        context.clearRect(0, 0, 64, 64);
+        context.font = font;
+        context.fillText(text, 4, 44);
+        return {width: context.measureText(text).width, pixels: context.getImageData(0, 0, 64, 64).data.join()};
+    };
+    const cells = [...document.querySelectorAll(selector)];
+    const results = [];
+    for (const [text, first, second] of [['词嵌入', '词', '嵌'], ['中文', '中', '文']]) {
+        const cell = cells.find(c => c.textContent.trim() === text);
+        const font = getComputedStyle(cell).font;
+        await document.fonts.load(font, first + second);
+        const a = draw(font, first), b = draw(font, second);
+        const box = draw(font, '\\u0378'), otherBox = draw(font, '\\u0379');
+        results.push({text, tag: cell.tagName, font, width: a.width, boxWidth: box.width,
+                      inked: /[1-9]/.test(a.pixels), differ: a.pixels !== b.pixels,
+                      notBoxes: a.pixels !== box.pixels && b.pixels !== box.pixels,
+                      boxesAlike: box.pixels === otherBox.pixels});
+    }
+    return results;
+}"""
+
+
+def check_chinese_glyphs(drawn: list[dict], check) -> None:
+    """Each character's pixels differ from another character's and from a code point no font has (which draws
+    the missing-glyph box), and it is wider than that box."""
+    for found in drawn:
+        check(found["boxesAlike"], f"the missing-glyph reference is not one box: {found}")
+        check(found["inked"] and found["width"] > found["boxWidth"], f"no glyph drawn: {found}")
+        check(found["differ"] and found["notBoxes"], f"Chinese draws as missing-glyph boxes: {found}")
+
+
 def test_chinese_renders_as_glyphs_not_boxes(open_notebook):
     """On a machine with no CJK font, 00's glossary must still draw Chinese, in its plain cells and its bold
-    header: each character's pixels differ from another character's and from a code point no font has (which
-    draws the missing-glyph box), and it is wider than that box."""
+    header."""
     notebook = open_notebook("00_overview.ipynb")
     notebook.notebook.locator(".jp-RenderedMarkdown td", has_text="词嵌入").first.scroll_into_view_if_needed()
-    drawn = notebook.page.evaluate("""async () => {
-        const canvas = document.createElement('canvas');
-        canvas.width = canvas.height = 64;
-        const context = canvas.getContext('2d', {willReadFrequently: true});
-        const draw = (font, text) => {
-            context.clearRect(0, 0, 64, 64);
-            context.font = font;
-            context.fillText(text, 4, 44);
-            return {width: context.measureText(text).width, pixels: context.getImageData(0, 0, 64, 64).data.join()};
-        };
-        const cells = [...document.querySelectorAll('.jp-RenderedMarkdown td, .jp-RenderedMarkdown th')];
-        const results = [];
-        for (const [text, first, second] of [['词嵌入', '词', '嵌'], ['中文', '中', '文']]) {
-            const cell = cells.find(c => c.textContent.trim() === text);
-            const font = getComputedStyle(cell).font;
-            await document.fonts.load(font, first + second);
-            const a = draw(font, first), b = draw(font, second);
-            const box = draw(font, '\\u0378'), otherBox = draw(font, '\\u0379');
-            results.push({text, tag: cell.tagName, font, width: a.width, boxWidth: box.width,
-                          inked: /[1-9]/.test(a.pixels), differ: a.pixels !== b.pixels,
-                          notBoxes: a.pixels !== box.pixels && b.pixels !== box.pixels,
-                          boxesAlike: box.pixels === otherBox.pixels});
-        }
-        return results;
-    }""")
-    for found in drawn:
-        notebook.check(found["boxesAlike"], f"the missing-glyph reference is not one box: {found}")
-        notebook.check(found["inked"] and found["width"] > found["boxWidth"], f"no glyph drawn: {found}")
-        notebook.check(found["differ"] and found["notBoxes"], f"Chinese draws as missing-glyph boxes: {found}")
+    drawn = notebook.page.evaluate(CHINESE_GLYPHS, ".jp-RenderedMarkdown td, .jp-RenderedMarkdown th")
+    check_chinese_glyphs(drawn, notebook.check)
+
+
+def test_static_site_draws_chinese_with_its_own_font(browser_context, tmp_path):
+    """`make html`'s site, opened from disk with no network and no CJK font on the machine, draws the glossary's
+    Chinese from the font it ships (a relative @font-face), as JupyterLab does."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import build_site
+
+    build_site.build(tmp_path / "site")
+    page = browser_context.new_page()
+    page.goto((tmp_path / "site" / "00_overview.html").as_uri())
+    drawn = page.evaluate(CHINESE_GLYPHS, ".jp-RenderedMarkdown td, .jp-RenderedMarkdown th")
+    page.close()
+
+    def check(condition: bool, message: str) -> None:
+        assert condition, f"_site/00_overview.html: {message}"
+    check_chinese_glyphs(drawn, check)
