@@ -11,7 +11,16 @@ from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_pr
 from .cache import DecodingCache, KVCache
 from .config import GPTConfig, ModelConfig
 from .data import PHRASES, Vocab, chinese_numeral, english_words, numeral_vocabs, pad_batch, phrase_vocabs
-from .decoding import greedy_decode, greedy_generate, greedy_steps
+from .decoding import (
+    beam_search,
+    filter_logits,
+    generate,
+    greedy_decode,
+    greedy_generate,
+    greedy_steps,
+    next_token_probs,
+    sample_next,
+)
 from .embedding import Embedding, sinusoidal_table
 from .exercises import check_exercise
 from .flash import flash_attention, flash_attention_backward, flash_tiles
@@ -85,6 +94,7 @@ __all__ = [
     "ask_shape",
     "assert_shape",
     "backward",
+    "beam_search",
     "block_gaps",
     "by_step",
     "causal_mask",
@@ -97,9 +107,11 @@ __all__ = [
     "cross_attention_map",
     "decoder_self_mask",
     "english_words",
+    "filter_logits",
     "flash_attention",
     "flash_attention_backward",
     "flash_tiles",
+    "generate",
     "gradients",
     "greedy_decode",
     "greedy_generate",
@@ -113,11 +125,13 @@ __all__ = [
     "make_batch",
     "make_lm_batch",
     "memory",
+    "next_token_probs",
     "numeral_vocabs",
     "pad_batch",
     "padding_mask",
     "phrase_vocabs",
     "print_shape",
+    "sample_next",
     "save_checkpoint",
     "save_gpt_checkpoint",
     "scaled_dot_product_attention",

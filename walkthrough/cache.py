@@ -125,6 +125,27 @@ class DecodingCache:
                 c.self_attn.k, c.self_attn.v, c.cross_attn.k, c.cross_attn.v = k, v, ck, cv
             raise
 
+    def reorder(self, rows: torch.Tensor) -> None:
+        """Row i now continues old row ``rows[i]`` (beam search: the surviving beams; rows [B'] long ids).
+
+        The growing self-attention K/V [B', H_kv, t, d_k] and the ids [B', t] are gathered along the batch
+        dim (``index_select``). The fixed cross-attention K/V are left alone when every row keeps a row of
+        the same source (beams of one sentence: expanded once, never copied again), gathered otherwise.
+        """
+        if rows.dtype != torch.long or rows.dim() != 1 or rows.numel() != self.batch:
+            raise ValueError(f"rows must be {self.batch} long ids (one old row per new row), got "
+                             f"{rows.dtype} of shape {list(rows.shape)}")
+        if rows.numel() and not 0 <= int(rows.min()) <= int(rows.max()) < self.batch:
+            raise ValueError(f"rows must be in [0, {self.batch}), got {rows.min().item()}..{rows.max().item()}")
+        same_source = self.source is not None and torch.equal(self.source.index_select(0, rows), self.source)
+        if self.ids is not None:
+            self.ids = self.ids.index_select(0, rows)  # [B', t]
+        for c in self.layers:
+            caches = (c.self_attn,) if same_source else (c.self_attn, c.cross_attn)
+            for kv in caches:
+                if kv.k is not None:
+                    kv.k, kv.v = kv.k.index_select(0, rows), kv.v.index_select(0, rows)  # [B', H_kv, t, d_k]
+
 
 def decoding_step(cache: DecodingCache | None):
     """``cache.step()``, or nothing to undo without a cache."""

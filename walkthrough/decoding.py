@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterator
 
@@ -87,20 +88,129 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_new_tokens: int | N
     return ys
 
 
-@torch.no_grad()
 def greedy_generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_id: int | None = None,
                     use_cache: bool = True) -> torch.Tensor:
     """prompt [B, L_p] (no padding: every row the same length) -> [B, L_p + T], T <= max_new_tokens.
 
+    The argmax at every step: ``generate`` at temperature 0. Rows that produced ``eos`` are padded from
+    then on; stops when all have. With ``use_cache`` the prompt runs once and each later step feeds only
+    the newest token.
+    """
+    return generate(model, prompt, max_new_tokens, eos_id, temperature=0, use_cache=use_cache)
+
+
+# ---- choosing the next token (notebook 12): sampling filters, sampling generation, beam search ----
+
+def _check_temperature(temperature) -> None:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise TypeError(f"temperature must be a number such as 0.8 (0 = greedy), got {temperature!r}")
+    if not 0 <= temperature < math.inf:  # NaN fails this too
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy, 1 = the model's own "
+                         f"probabilities), got {temperature}")
+
+
+def _check_filters(vocab_size: int, top_k, top_p) -> None:
+    if top_k is not None:
+        check_positive_int("top_k", top_k, " (None keeps every token)")
+        if top_k > vocab_size:
+            raise ValueError(f"top_k={top_k} is more than the vocabulary's {vocab_size} tokens: use at most "
+                             f"{vocab_size}, or None to keep every token")
+    if top_p is not None:
+        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)):
+            raise TypeError(f"top_p must be a probability such as 0.9, got {top_p!r}")
+        if not 0 < top_p <= 1:  # NaN fails this too
+            raise ValueError(f"top_p must be in (0, 1] (1 keeps every token, 0.9 the most likely ones up to 90% "
+                             f"of the probability), got {top_p}")
+
+
+def _check_logits(logits, dims: str) -> None:
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
+        got = logits.dtype if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise TypeError(f"logits must be a float tensor {dims}, got {got}")
+    if logits.dim() == 0 or logits.size(-1) == 0:
+        raise ValueError(f"logits must be {dims} with at least one token, got shape {list(logits.shape)}")
+
+
+def _check_generator(generator, device: torch.device) -> None:
+    if generator is None:
+        return
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator (or None), got {type(generator).__name__}")
+    if generator.device.type != device.type:
+        raise ValueError(f"generator is on {generator.device} but the logits are on {device}: make it with "
+                         f"torch.Generator(device='{device.type}')")
+
+
+def _check_sampling(vocab_size: int, device: torch.device, temperature, top_k, top_p, generator) -> None:
+    _check_temperature(temperature)
+    _check_filters(vocab_size, top_k, top_p)
+    _check_generator(generator, device)
+
+
+def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
+    """logits [..., V] -> the same shape, the tokens filtered out set to -inf (the others unchanged).
+
+    ``top_k``: exactly the k largest stay, even when logits tie (the lower id wins a tie).
+    ``top_p`` (nucleus), applied after top_k: the smallest set of most likely tokens whose probability
+    reaches top_p stays (ranked as top_k ranks them); the most likely token always stays.
+    """
+    _check_logits(logits, "[..., V]")
+    _check_filters(logits.size(-1), top_k, top_p)
+    order = logits.sort(dim=-1, descending=True, stable=True).indices  # [..., V] ids, most likely first
+    keep_ranked = torch.ones_like(order, dtype=torch.bool)  # [..., V] by rank
+    if top_k is not None:
+        keep_ranked[..., top_k:] = False
+    if top_p is not None:
+        probs = logits.gather(-1, order).masked_fill(~keep_ranked, -math.inf).softmax(-1)  # [..., V] by rank
+        above = torch.cat([torch.zeros_like(probs[..., :1]), probs.cumsum(-1)[..., :-1]], dim=-1)  # mass ranked above
+        keep_ranked &= above < top_p  # stop once the tokens above already reach top_p
+        keep_ranked[..., 0] = True
+    keep = torch.zeros_like(keep_ranked).scatter(-1, order, keep_ranked)  # [..., V] by id
+    return logits.masked_fill(~keep, -math.inf)
+
+
+def next_token_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                     top_p: float | None = None) -> torch.Tensor:
+    """logits [..., V] -> the distribution ``sample_next`` draws from [..., V]: logits / temperature, then
+    filtered (``filter_logits``), then softmax. ``temperature=0``: all the mass on the argmax (lower id on a tie)."""
+    _check_logits(logits, "[..., V]")
+    _check_temperature(temperature)
+    if temperature == 0:
+        return torch.zeros_like(logits).scatter(-1, logits.argmax(-1, keepdim=True), 1.0)
+    return filter_logits(logits / temperature, top_k, top_p).softmax(-1)
+
+
+def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    """logits [B, V] -> ids [B], one draw per row from ``next_token_probs``; ``temperature=0`` is greedy
+    (argmax, no draw). The same seeded ``generator`` gives the same ids."""
+    _check_logits(logits, "[B, V]")
+    if logits.dim() != 2:
+        raise ValueError(f"logits must be [B, V] (one row per sequence), got shape {list(logits.shape)}")
+    _check_sampling(logits.size(-1), logits.device, temperature, top_k, top_p, generator)
+    if temperature == 0:
+        return logits.argmax(-1)  # [B]
+    probs = next_token_probs(logits, temperature, top_k, top_p)  # [B, V]
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # [B]
+
+
+@torch.no_grad()
+def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_id: int | None = None,
+             temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+             generator: torch.Generator | None = None, use_cache: bool = True) -> torch.Tensor:
+    """prompt [B, L_p] (no padding: every row the same length) -> [B, L_p + T], T <= max_new_tokens.
+
+    Each new token comes from ``sample_next`` (temperature 0: greedy, which is ``greedy_generate``).
     Rows that produced ``eos`` are padded from then on; stops when all have. With ``use_cache`` the
     prompt runs once and each later step feeds only the newest token.
     """
     _check_model(model, GPT, "for an encoder-decoder use wt.greedy_decode(model, src, max_new_tokens, sos_id, "
-                             "eos_id)")
+                             "eos_id) or wt.beam_search(...)")
     check_ids(prompt, model.cfg.vocab_size, "prompt")
     check_positive_int("max_new_tokens", max_new_tokens)
     if eos_id is not None:
         check_token_id("eos_id", eos_id, model.cfg.vocab_size)
+    _check_sampling(model.cfg.vocab_size, prompt.device, temperature, top_k, top_p, generator)
     needed = prompt.size(1) + max_new_tokens - 1  # the last new token is never fed back
     if needed > model.cfg.max_len:
         raise ValueError(f"a prompt of {prompt.size(1)} tokens and {max_new_tokens} new ones need {needed} positions, "
@@ -114,7 +224,8 @@ def greedy_generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_i
         ids, fed = prompt, prompt
         finished = torch.zeros(prompt.size(0), dtype=torch.bool, device=prompt.device)
         for _ in range(max_new_tokens):
-            next_id = model(fed, cache)[:, -1].argmax(-1).masked_fill(finished, model.cfg.pad_id)  # [B]
+            logits = model(fed, cache)[:, -1]  # [B, V]
+            next_id = sample_next(logits, temperature, top_k, top_p, generator).masked_fill(finished, model.cfg.pad_id)
             ids = torch.cat([ids, next_id[:, None]], dim=1)  # [B, t+1]
             fed = next_id[:, None] if use_cache else ids
             if eos_id is not None:
@@ -122,5 +233,82 @@ def greedy_generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_i
                 if finished.all():
                     break
         return ids
+    finally:
+        model.train(was_training)
+
+
+def length_penalty_factor(length: torch.Tensor, length_penalty: float) -> torch.Tensor:
+    """GNMT's length penalty (Wu et al. 2016): ((5 + len) / 6) ** length_penalty; 1 when length_penalty = 0."""
+    return ((5 + length.to(torch.get_default_dtype())) / 6) ** length_penalty
+
+
+@torch.no_grad()
+def beam_search(model: Transformer, src: torch.Tensor, max_new_tokens: int | None = None, sos_id: int | None = None,
+                eos_id: int | None = None, beam_size: int = 4, length_penalty: float = 0.0, use_cache: bool = True,
+                return_all: bool = False, *, max_len: int | None = None):
+    """src [B, L_src] -> (ids [B, T], scores [B]): the best of ``beam_size`` beams per sentence.
+
+    ``return_all=True`` -> (ids, scores, every beam's ids [B, beam, T], their scores [B, beam]), best first.
+    ids start with ``sos``; after a beam's ``eos`` it holds ``pad``; T <= 1 + max_new_tokens.
+
+    A beam's score is the sum of its chosen tokens' log-probabilities (up to and including ``eos``)
+    divided by GNMT's length penalty ``((5 + len) / 6) ** length_penalty``, len = those tokens' count
+    (0: no penalty, the plain log-probability). Each step every live beam proposes every token; the
+    beam_size best-scoring continuations of each sentence survive. A finished beam proposes only itself
+    (pad, at no cost), so it stays finished and keeps its score. Stops when every beam has finished.
+
+    The beams live in the batch dim: sentence b's beams are rows b·beam .. b·beam + beam - 1 of
+    [B·beam, ...]. The memory (hence the cross-attention cache) is expanded once; after each step the
+    self-attention cache follows the surviving beams (``DecodingCache.reorder``: index_select on the batch dim).
+    """
+    max_new_tokens = _new_tokens(max_new_tokens, max_len)
+    _check_model(model, Transformer, "for a GPT use wt.generate(model, prompt, max_new_tokens, ...)")
+    vocab, pad_id = model.cfg.tgt_vocab_size, model.cfg.pad_id
+    check_decoding_ids(model, vocab, max_new_tokens, sos_id=sos_id, eos_id=eos_id)
+    check_positive_int("beam_size", beam_size, " (1 is greedy decoding)")
+    if beam_size > vocab:
+        raise ValueError(f"beam_size={beam_size} is more than the {vocab} target tokens: the first step could not "
+                         f"fill the beams; use at most {vocab}")
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)):
+        raise TypeError(f"length_penalty must be a number (0 = none, GNMT uses 0.6-1.0), got {length_penalty!r}")
+    if not math.isfinite(length_penalty):
+        raise ValueError(f"length_penalty must be a finite number (0 = none, GNMT uses 0.6-1.0), got {length_penalty}")
+    was_training = model.training
+    model.eval()
+    try:
+        batch, k = src.size(0), beam_size
+        memory = model.encode(src).repeat_interleave(k, dim=0)  # [B·beam, L_src, D], expanded once
+        beam_src = src.repeat_interleave(k, dim=0)  # [B·beam, L_src]
+        cache = model.new_cache(beam_src) if use_cache else None
+        ys = torch.full((batch * k, 1), sos_id, dtype=torch.long, device=src.device)  # [B·beam, 1]
+        log_p = torch.full((batch, k), -math.inf, device=src.device)  # [B, beam]
+        log_p[:, 0] = 0.0  # at the start the beams are one: only the first proposes, or all would be the same
+        lengths = torch.zeros(batch, k, dtype=torch.long, device=src.device)  # [B, beam] tokens scored
+        finished = torch.zeros(batch, k, dtype=torch.bool, device=src.device)  # [B, beam]
+        stay = torch.full((vocab,), -math.inf, device=src.device)
+        stay[pad_id] = 0.0  # a finished beam's only continuation: pad, at no cost
+        for _ in range(max_new_tokens):
+            fed = ys[:, -1:] if use_cache else ys  # [B·beam, 1] or [B·beam, t]
+            step = model.output_head(model.decode(fed, memory, beam_src, cache)[:, -1]).log_softmax(-1)  # [B·beam, V]
+            step = torch.where(finished[..., None], stay, step.view(batch, k, vocab))  # [B, beam, V]
+            total = log_p[..., None] + step  # [B, beam, V]
+            new_lengths = lengths + (~finished).long()  # [B, beam]
+            ranked = total / length_penalty_factor(new_lengths, length_penalty)[..., None]  # [B, beam, V]
+            choice = ranked.view(batch, k * vocab).topk(k, dim=-1).indices  # [B, beam], best first
+            beam, token = choice // vocab, choice % vocab  # [B, beam] each: which old beam, which token
+            log_p = total.view(batch, k * vocab).gather(-1, choice)
+            lengths = new_lengths.gather(-1, beam)
+            finished = finished.gather(-1, beam) | (token == eos_id)
+            rows = (beam + k * torch.arange(batch, device=src.device)[:, None]).view(-1)  # [B·beam] old rows
+            ys = torch.cat([ys.index_select(0, rows), token.view(-1, 1)], dim=1)  # [B·beam, t+1]
+            if cache is not None:
+                cache.reorder(rows)
+            if finished.all():
+                break
+        scores = log_p / length_penalty_factor(lengths, length_penalty)  # [B, beam], best first
+        every = ys.view(batch, k, -1)  # [B, beam, T]
+        if return_all:
+            return every[:, 0], scores[:, 0], every, scores
+        return every[:, 0], scores[:, 0]
     finally:
         model.train(was_training)

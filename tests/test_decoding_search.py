@@ -1,0 +1,290 @@
+"""Choosing the next token (notebook 12): sampling filters and draws, sampling generation, beam search.
+
+References are independent of the package: filters are re-derived from a Python sort of the values, beam
+scores are recomputed by one full forward of each returned sequence, greedy tokens come from greedy_decode.
+"""
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+import walkthrough as wt
+
+SOS, EOS, PAD = wt.Vocab.sos_id, wt.Vocab.eos_id, wt.Vocab.pad_id
+CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "numerals.pt"
+
+
+def tiny_model(seed: int = 0, vocab: int = 13, layers: int = 2) -> wt.Transformer:
+    torch.manual_seed(seed)
+    cfg = wt.ModelConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=32, num_heads=4, d_ff=64,
+                         num_layers=layers, max_len=40, dropout=0.0, pad_id=PAD)
+    return wt.Transformer(cfg).eval()
+
+
+def tiny_gpt(seed: int = 0, vocab: int = 13) -> wt.GPT:
+    torch.manual_seed(seed)
+    return wt.GPT(wt.GPTConfig(vocab_size=vocab, d_model=32, num_heads=4, num_kv_heads=2, d_ff=64, num_layers=2,
+                               max_len=40, dropout=0.0, pad_id=PAD)).eval()
+
+
+def source(batch: int = 4, length: int = 6, vocab: int = 13, seed: int = 1) -> torch.Tensor:
+    src = torch.randint(4, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+    for row in range(1, batch):
+        src[row, length - row:] = PAD  # rows of lengths 6, 5, 4, ...
+    return src
+
+
+# ---- filter_logits ---------------------------------------------------------------------------------------
+
+def kept_by_hand(values: list[float], top_k=None, top_p=None) -> set[int]:
+    """The reference: rank ids by (-value, id); keep the first k; then the shortest prefix reaching p."""
+    ranked = sorted(range(len(values)), key=lambda i: (-values[i], i))
+    if top_k is not None:
+        ranked = ranked[:top_k]
+    if top_p is None:
+        return set(ranked)
+    weights = [math.exp(values[i] - values[ranked[0]]) for i in ranked]
+    total, kept, mass = sum(weights), [], 0.0
+    for i, w in zip(ranked, weights):
+        if kept and mass >= top_p:
+            break
+        kept.append(i)
+        mass += w / total
+    return set(kept)
+
+
+def kept(filtered: torch.Tensor) -> set[int]:
+    return set(torch.nonzero(filtered > -math.inf).flatten().tolist())
+
+
+def test_top_k_keeps_exactly_k_even_when_values_tie_lower_id_first():
+    logits = torch.tensor([1.0, 3.0, 2.0, 3.0, 2.0, 2.0, 0.0])
+    for k in range(1, 8):
+        filtered = wt.filter_logits(logits, top_k=k)
+        assert kept(filtered) == kept_by_hand(logits.tolist(), top_k=k)
+        assert len(kept(filtered)) == k
+    assert kept(wt.filter_logits(logits, top_k=3)) == {1, 3, 2}  # of the three 2.0s, id 2 stays
+    survivors = wt.filter_logits(logits, top_k=3)
+    torch.testing.assert_close(survivors[[1, 2, 3]], logits[[1, 2, 3]])  # kept logits unchanged
+
+
+def test_top_p_keeps_the_smallest_set_that_reaches_p_and_always_one():
+    probs = torch.tensor([0.1, 0.4, 0.2, 0.2, 0.1])
+    logits = probs.log()
+    assert kept(wt.filter_logits(logits, top_p=0.4)) == {1}  # 0.4 reaches 0.4 already
+    assert kept(wt.filter_logits(logits, top_p=0.5)) == {1, 2}  # tie 0.2/0.2: the lower id first
+    assert kept(wt.filter_logits(logits, top_p=0.75)) == {1, 2, 3}
+    assert kept(wt.filter_logits(logits, top_p=1e-6)) == {1}  # keep-one
+    assert kept(wt.filter_logits(logits, top_p=1.0)) == {0, 1, 2, 3, 4}
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        values = torch.randint(-3, 3, (9,), generator=generator).float() / 2  # many ties
+        k = int(torch.randint(1, 10, (1,), generator=generator))
+        p = float(torch.rand(1, generator=generator)) * 0.999 + 0.001
+        for top_k, top_p in [(k, None), (None, p), (k, p)]:
+            assert kept(wt.filter_logits(values, top_k, top_p)) == kept_by_hand(values.tolist(), top_k, top_p)
+
+
+def test_filter_logits_works_row_by_row_on_any_leading_dims():
+    logits = torch.randn(2, 3, 11, generator=torch.Generator().manual_seed(3))
+    filtered = wt.filter_logits(logits, top_k=4, top_p=0.8)
+    assert filtered.shape == (2, 3, 11)
+    for a in range(2):
+        for b in range(3):
+            assert kept(filtered[a, b]) == kept_by_hand(logits[a, b].tolist(), 4, 0.8)
+
+
+# ---- sample_next -----------------------------------------------------------------------------------------
+
+def test_temperature_zero_is_greedy_and_a_seeded_generator_reproduces():
+    logits = torch.randn(6, 10, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(wt.sample_next(logits, temperature=0), logits.argmax(-1))
+    first = wt.sample_next(logits, 0.9, top_k=5, generator=torch.Generator().manual_seed(7))
+    again = wt.sample_next(logits, 0.9, top_k=5, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(first, again) and first.shape == (6,)
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, None, None), (0.7, 4, None), (1.5, None, 0.8),
+                                                     (1.0, 5, 0.9)])
+def test_20000_draws_match_the_filtered_distribution(temperature, top_k, top_p):
+    draws = 20_000
+    values = [2.0, 1.0, 1.0, 0.5, 0.0, -0.5, -1.0, 0.3]
+    logits = torch.tensor(values).expand(draws, -1)  # [draws, V]: one draw per row
+    ids = wt.sample_next(logits, temperature, top_k, top_p, generator=torch.Generator().manual_seed(11))
+    counts = torch.bincount(ids, minlength=len(values)).tolist()
+    survivors = kept_by_hand([v / temperature for v in values], top_k, top_p)
+    weights = {i: math.exp(values[i] / temperature) for i in survivors}
+    expected = {i: draws * w / sum(weights.values()) for i, w in weights.items()}
+    assert all(counts[i] == 0 for i in range(len(values)) if i not in survivors)
+    chi2 = sum((counts[i] - e) ** 2 / e for i, e in expected.items())
+    dof = len(expected) - 1
+    # Wilson-Hilferty: the chi-square quantile with tail 1e-6 (z = 4.75); a fixed seed makes this exact
+    bound = dof * (1 - 2 / (9 * dof) + 4.75 * math.sqrt(2 / (9 * dof))) ** 3 if dof else 0.0
+    assert chi2 <= bound, (counts, expected)
+
+
+def test_next_token_probs_is_what_sample_next_draws_from():
+    logits = torch.tensor([[2.0, 1.0, 1.0, 0.0]])
+    probs = wt.next_token_probs(logits, temperature=0.5, top_k=3)
+    weights = torch.tensor([math.exp(4.0), math.exp(2.0), math.exp(2.0), 0.0])
+    torch.testing.assert_close(probs[0], weights / weights.sum())
+    assert wt.next_token_probs(logits, temperature=0).tolist() == [[1.0, 0.0, 0.0, 0.0]]
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"temperature": -0.1}, ValueError, "temperature must be a finite number >= 0"),
+    ({"temperature": float("nan")}, ValueError, "temperature must be"),
+    ({"temperature": "hot"}, TypeError, "temperature must be a number"),
+    ({"top_k": 0}, ValueError, "top_k must be at least 1"),
+    ({"top_k": 11}, ValueError, "top_k=11 is more than the vocabulary's 10 tokens"),
+    ({"top_k": 2.5}, TypeError, "top_k must be a whole number"),
+    ({"top_p": 0.0}, ValueError, r"top_p must be in \(0, 1\]"),
+    ({"top_p": 1.5}, ValueError, r"top_p must be in \(0, 1\]"),
+    ({"top_p": float("nan")}, ValueError, r"top_p must be in \(0, 1\]"),
+    ({"generator": 3}, TypeError, "generator must be a torch.Generator"),
+])
+def test_bad_sampling_input_is_refused_naming_the_parameter(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        wt.sample_next(torch.zeros(2, 10), **kwargs)
+
+
+def test_a_generator_on_another_device_is_refused_before_any_work():
+    with pytest.raises(ValueError, match=r"generator is on cpu but the logits are on meta: make it with "
+                                         r"torch.Generator\(device='meta'\)"):
+        wt.sample_next(torch.zeros(2, 10, device="meta"), generator=torch.Generator())
+
+
+def test_bad_logits_are_refused():
+    with pytest.raises(TypeError, match="logits must be a float tensor"):
+        wt.filter_logits(torch.ones(3, dtype=torch.long), top_k=1)
+    with pytest.raises(ValueError, match=r"logits must be \[B, V\]"):
+        wt.sample_next(torch.zeros(10))
+
+
+# ---- generate (GPT): greedy is temperature 0 --------------------------------------------------------------
+
+def test_generate_at_temperature_zero_is_greedy_generate_and_sampling_reproduces():
+    model = tiny_gpt()
+    prompt = torch.randint(4, 13, (3, 5), generator=torch.Generator().manual_seed(2))
+    assert torch.equal(wt.generate(model, prompt, 8, temperature=0), wt.greedy_generate(model, prompt, 8))
+    cached = wt.generate(model, prompt, 8, temperature=1.2, top_p=0.9, generator=torch.Generator().manual_seed(5))
+    plain = wt.generate(model, prompt, 8, temperature=1.2, top_p=0.9, generator=torch.Generator().manual_seed(5),
+                        use_cache=False)
+    assert torch.equal(cached, plain) and cached.shape == (3, 13)
+    assert not torch.equal(cached, wt.greedy_generate(model, prompt, 8))  # it did sample
+    with pytest.raises(ValueError, match="top_k=14 is more than"):
+        wt.generate(model, prompt, 8, top_k=14)
+
+
+# ---- beam search -----------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def recomputed_scores(model, src, beams: torch.Tensor, length_penalty: float = 0.0) -> torch.Tensor:
+    """beams [B, beam, T] -> [B, beam]: one full forward per sentence's beams, log-probabilities of the tokens
+    up to and including the first eos, divided by ((5 + len) / 6) ** length_penalty."""
+    batch, k, length = beams.shape
+    flat = beams.reshape(batch * k, length)
+    logits = model(src.repeat_interleave(k, 0), flat[:, :-1])  # [B·beam, T-1, V]
+    token_lp = logits.log_softmax(-1).gather(-1, flat[:, 1:, None]).squeeze(-1)  # [B·beam, T-1]
+    eos_before = torch.cumsum((flat[:, 1:] == EOS).long(), 1) - (flat[:, 1:] == EOS).long()
+    counted = eos_before == 0  # up to and including the first eos
+    lengths = counted.sum(1).double()
+    total = (token_lp.double() * counted).sum(1) / ((5 + lengths) / 6) ** length_penalty
+    return total.view(batch, k)
+
+
+def test_beam_size_one_gives_greedy_decode_tokens():
+    for seed in range(3):
+        model, src = tiny_model(seed), source(seed=seed + 1)
+        ids, _ = wt.beam_search(model, src, 12, SOS, EOS, beam_size=1)
+        assert torch.equal(ids, wt.greedy_decode(model, src, 12, SOS, EOS))
+
+
+@pytest.mark.parametrize("length_penalty", [0.0, 0.6])
+def test_cache_and_no_cache_agree_and_scores_equal_a_full_forward(length_penalty):
+    model, src = tiny_model(1), source()
+    best, best_score, beams, scores = wt.beam_search(model, src, 10, SOS, EOS, beam_size=4,
+                                                     length_penalty=length_penalty, return_all=True)
+    plain = wt.beam_search(model, src, 10, SOS, EOS, beam_size=4, length_penalty=length_penalty,
+                           use_cache=False, return_all=True)
+    assert beams.shape[:2] == (4, 4) and scores.shape == (4, 4) and best.shape == (4, beams.size(2))
+    assert torch.equal(plain[2], beams)
+    torch.testing.assert_close(plain[3], scores)
+    torch.testing.assert_close(scores.double(), recomputed_scores(model, src, beams, length_penalty),
+                               atol=1e-4, rtol=1e-5)
+    assert torch.equal(best, beams[:, 0]) and torch.equal(best_score, scores[:, 0])
+    assert (scores[:, :-1] >= scores[:, 1:]).all()  # best first
+
+
+def test_the_best_beam_never_scores_below_greedy():
+    for seed in range(4):
+        model, src = tiny_model(seed), source(seed=seed)
+        greedy = wt.greedy_decode(model, src, 12, SOS, EOS)
+        _, best = wt.beam_search(model, src, 12, SOS, EOS, beam_size=3)
+        greedy_score = recomputed_scores(model, src, greedy[:, None])[:, 0]
+        assert (best.double() >= greedy_score - 1e-5).all(), (best, greedy_score)
+
+
+def test_an_eos_ends_that_beam_only():
+    model, src = tiny_model(2), source()
+    with torch.no_grad():
+        model.output_head.proj.bias[EOS] += 2.5  # eos likely: beams end at different steps
+    _, _, beams, _ = wt.beam_search(model, src, 15, SOS, EOS, beam_size=4, return_all=True)
+    ends = set()
+    for row in beams.reshape(-1, beams.size(2)).tolist():
+        after = row.index(EOS) + 1 if EOS in row else len(row)
+        assert all(t == PAD for t in row[after:])  # a finished beam stays finished
+        assert PAD not in row[1:after] or EOS not in row  # and is padded only after its eos
+        ends.add(after)
+    assert len(ends) > 1  # beams of one search ended at different steps
+
+
+def test_the_numeral_checkpoint_beam_search_agrees_with_a_full_forward():
+    trainer = wt.load_checkpoint(CHECKPOINT)
+    src = wt.pad_batch([trainer.src_vocab.encode(list(t)) for t in ["三百零五", "七千二百", "十一"]])
+    _, _, beams, scores = wt.beam_search(trainer.model, src, 12, SOS, EOS, return_all=True)
+    torch.testing.assert_close(scores.double(), recomputed_scores(trainer.model.eval(), src, beams),
+                               atol=1e-4, rtol=1e-5)
+    greedy = wt.greedy_decode(trainer.model, src, 12, SOS, EOS)
+    assert torch.equal(beams[:, 0, :greedy.size(1)], greedy)  # a trained model: the best beam is greedy's
+
+
+def test_the_cross_attention_cache_is_expanded_once_and_the_self_cache_follows_the_beams():
+    model, src = tiny_model(0), source(batch=2)
+    beam_src = src.repeat_interleave(3, 0)
+    cache = model.new_cache(beam_src)
+    memory = model.encode(beam_src)
+    with torch.no_grad():
+        model.decode(torch.full((6, 1), SOS), memory, beam_src, cache)
+        model.decode(torch.arange(4, 10)[:, None], memory, beam_src, cache)
+    layer = cache.layers[0]
+    cross_k, self_k, ids = layer.cross_attn.k, layer.self_attn.k, cache.ids
+    rows = torch.tensor([2, 2, 0, 5, 3, 3])  # stays within each sentence's three beams
+    cache.reorder(rows)
+    assert layer.cross_attn.k is cross_k  # not copied
+    assert torch.equal(layer.self_attn.k, self_k.index_select(0, rows)) and torch.equal(cache.ids, ids[rows])
+    assert layer.self_attn.k.shape == (6, 4, 2, 8)  # [B·beam, H, t, d_k]
+    cache.reorder(torch.tensor([3, 3, 3, 0, 0, 0]))  # across sentences: the cross cache is gathered too
+    assert torch.equal(layer.cross_attn.k, cross_k[[3, 3, 3, 0, 0, 0]])
+    with pytest.raises(ValueError, match="rows must be 6 long ids"):
+        cache.reorder(torch.tensor([0, 1]))
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"beam_size": 0}, ValueError, "beam_size must be at least 1"),
+    ({"beam_size": 14}, ValueError, "beam_size=14 is more than the 13 target tokens"),
+    ({"beam_size": 2.0}, TypeError, "beam_size must be a whole number"),
+    ({"length_penalty": float("nan")}, ValueError, "length_penalty must be a finite number"),
+])
+def test_bad_beam_input_is_refused_naming_the_parameter(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        wt.beam_search(tiny_model(), source(), 5, SOS, EOS, **kwargs)
+
+
+def test_beam_search_takes_max_len_as_greedy_decode_does():
+    model, src = tiny_model(), source()
+    with pytest.warns(DeprecationWarning, match="max_new_tokens"):
+        old = wt.beam_search(model, src, max_len=5, sos_id=SOS, eos_id=EOS)
+    assert torch.equal(old[0], wt.beam_search(model, src, 5, SOS, EOS)[0])
