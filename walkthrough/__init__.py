@@ -23,7 +23,7 @@ from .decoding import (
 )
 from .embedding import Embedding, sinusoidal_table
 from .exercises import check_exercise
-from .flash import flash_attention, flash_attention_backward, flash_tiles
+from .flash import flash_attention, flash_attention_backward, flash_tiles, online_softmax_step
 from .gpt import GPT
 from .language_model import SEPARATOR, GPTSettings, GPTTrainer, load_gpt_checkpoint, make_lm_batch, save_gpt_checkpoint
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward, OutputHead
@@ -127,6 +127,7 @@ __all__ = [
     "memory",
     "next_token_probs",
     "numeral_vocabs",
+    "online_softmax_step",
     "pad_batch",
     "padding_mask",
     "phrase_vocabs",
