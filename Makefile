@@ -13,7 +13,7 @@ LAB_SETTINGS := $(VENV)/.lab-settings-done
 # Deck mode remembers (its "active" flag) stays with this series. Delete the folder to start afresh.
 LAB_STATE ?= .lab-state
 
-.PHONY: setup browser lab test lint html sheet api clean
+.PHONY: setup browser lab test lint html sheet api binder-links clean
 
 setup: $(STAMP) $(LAB_SETTINGS)
 
@@ -67,6 +67,10 @@ sheet: setup browser
 # The API reference from the docstrings (pdoc) into _api/ (git-ignored): open _api/index.html.
 api: setup
 	$(BIN)/python -m pdoc walkthrough -o _api
+
+# The README's Binder links come from binder/repository (owner/name): this sets it from `git remote get-url origin`.
+binder-links:
+	$(BIN)/python tools/binder_links.py --from-remote
 
 clean:
 	rm -rf $(VENV) _site _api

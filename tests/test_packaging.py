@@ -88,6 +88,11 @@ def test_shipped_settings_name_real_plugins_settings_and_commands():
     deck_keys = [s for s in overrides["@jupyterlab/shortcuts-extension:shortcuts"]["shortcuts"]
                  if s["command"] == "deck:toggle"]
     assert [s["keys"] for s in deck_keys] == [["Alt R"]]
+    shortcuts = overrides["@jupyterlab/shortcuts-extension:shortcuts"]["shortcuts"]
+    clicker = {s["keys"][0]: (s["args"]["direction"], s["args"]["alternate"])
+               for s in shortcuts if s["command"] == "deck:go"}
+    assert clicker == {"PageDown": ("down", "forward"), "ArrowRight": ("down", "forward"),
+                       "PageUp": ("up", "back"), "ArrowLeft": ("up", "back")}, "one key walks every cell"
     slideshow = (Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "jupyterlab-slideshow" / "static")
     assert any('toggle="deck:toggle"' in p.read_text() for p in slideshow.glob("*.js")), "the command exists"
 
@@ -104,9 +109,43 @@ def test_lab_settings_install_into_a_prefix_and_a_second_run_changes_nothing(tmp
     package = json.loads((extension / "package.json").read_text())
     assert package["name"] == "walkthrough-classroom"
     assert (extension / package["jupyterlab"]["_build"]["load"]).exists()
+    server = json.loads((tmp_path / "etc" / "jupyter" / "jupyter_server_config.json").read_text())
+    assert server == json.loads((SETTINGS / "jupyter_server_config.json").read_text())
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
     subprocess.run(command, check=True, capture_output=True)
     assert stamps == {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+
+
+def test_idle_kernels_are_culled_by_the_installed_server_settings(tmp_path):
+    """A closed tab's kernel is shut down after 15 minutes idle: the server make lab and Binder start reads it."""
+    shipped = json.loads((SETTINGS / "jupyter_server_config.json").read_text())["MappingKernelManager"]
+    assert shipped == {"cull_idle_timeout": 900, "cull_interval": 60}
+    assert "15 minutes" in (ROOT / "docs" / "teaching.md").read_text() and "cull_idle_timeout = 900" in (
+        ROOT / "docs" / "teaching.md").read_text()
+    probe = ("from jupyter_server.serverapp import ServerApp\n"
+             "app = ServerApp()\n"
+             "app.initialize(argv=['--ServerApp.port=0', '--allow-root', '--ServerApp.open_browser=False'],"
+             " new_httpserver=False)\n"
+             "print(app.kernel_manager.cull_idle_timeout, app.kernel_manager.cull_interval)\n")
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "user-config")}  # the user's own: empty
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          check=True)
+    assert done.stdout.split()[-2:] == ["900", "60"], done.stdout + done.stderr
+
+
+def test_binder_links_come_from_one_setting():
+    sys.path.insert(0, str(ROOT / "tools"))
+    import binder_links
+
+    repo = binder_links.repository()
+    assert re.fullmatch(r"[\w.-]+/[\w.-]+", repo), repo
+    readme = (ROOT / "README.md").read_text()
+    links = binder_links.BINDER_URL.findall(readme)
+    assert links and set(links) == {repo}, f"README's Binder links should all open {repo}: run make binder-links"
+    assert "binder/repository" in readme and "make binder-links" in readme
+    assert binder_links.with_links(readme, "someone/else").count("v2/gh/someone/else/HEAD") == len(links)
+    for remote in ("https://github.com/someone/else.git", "git@github.com:someone/else.git"):
+        assert binder_links.GITHUB_REMOTE.search(remote).group(1) == "someone/else"
 
 
 def test_make_setup_and_binder_install_the_lab_settings_into_the_environment():
@@ -132,8 +171,11 @@ def test_make_lab_starts_jupyterlab_on_the_notebooks(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = tmp_path / "lab.log"
+    home, state = tmp_path / "home", tmp_path / "lab-state"
+    env = {**os.environ, "HOME": str(home)}  # where the user's own ~/.jupyter would be
     with open(log, "w") as out:
-        lab = subprocess.Popen(["make", "lab", f"LAB_ARGS=--no-browser --ip=127.0.0.1 --port={port}"], cwd=ROOT,
+        lab = subprocess.Popen(["make", "lab", f"LAB_STATE={state}",
+                                f"LAB_ARGS=--no-browser --ip=127.0.0.1 --port={port}"], cwd=ROOT, env=env,
                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 600  # a ceiling for a loaded machine, not an expectation
@@ -148,6 +190,14 @@ def test_make_lab_starts_jupyterlab_on_the_notebooks(tmp_path):
         url = f"http://127.0.0.1:{port}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={token}"
         with urllib.request.urlopen(url, timeout=60) as answer:  # the shipped defaults, not the user's settings
             assert json.load(answer)["schema"]["properties"]["fetchNews"]["default"] == "false"
+        # What Deck mode saves when a teacher presents lands in the project's folder, not the user's own.
+        deck = f"http://127.0.0.1:{port}/lab/api/settings/jupyterlab-slideshow:plugin?token={token}"
+        saved = urllib.request.Request(deck, method="PUT", data=json.dumps({"raw": '{"active": true}'}).encode(),
+                                       headers={"Content-Type": "application/json", "Authorization": f"token {token}"})
+        urllib.request.urlopen(saved, timeout=60).close()
+        assert '"active": true' in (state / "settings" / "jupyterlab-slideshow" / "plugin.jupyterlab-settings"
+                                    ).read_text()
+        assert not (home / ".jupyter" / "lab").exists(), "make lab wrote into the user's own ~/.jupyter"
     finally:
         os.killpg(lab.pid, signal.SIGTERM)
         lab.wait(timeout=30)
