@@ -41,7 +41,10 @@ browser:
 
 # As root (containers, these CI machines) Jupyter refuses to start without --allow-root.
 # Idle kernels are culled by the shipped server settings (jupyterlab-settings/jupyter_server_config.json).
+# The first import after a machine starts reads PyTorch (~750 MB) from disk and builds matplotlib's font cache:
+# paid here, once, rather than by the first Run All in class.
 lab: setup
+	$(BIN)/python -c "import walkthrough.widgets, walkthrough.viz; walkthrough.viz.use_cjk_font()"
 	JUPYTERLAB_SETTINGS_DIR="$(abspath $(LAB_STATE))/settings" \
 	JUPYTERLAB_WORKSPACES_DIR="$(abspath $(LAB_STATE))/workspaces" \
 	  $(BIN)/jupyter lab notebooks/ $(LAB_ARGS) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
