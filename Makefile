@@ -24,7 +24,8 @@ $(STAMP): pyproject.toml Makefile
 	touch $@
 
 # The classroom JupyterLab defaults go into the venv (overrides.d, a small extension), never into the
-# user's own settings: news check off, projector type sizes, Chinese font, Alt+R for Deck mode.
+# user's own settings: news check off, projector type sizes, Chinese font, Deck-mode keys (Alt+R, a clicker's
+# PageDown/PageUp), idle kernels culled.
 $(LAB_SETTINGS): $(STAMP) tools/install_lab_settings.py $(shell find jupyterlab-settings -type f)
 	$(BIN)/python tools/install_lab_settings.py
 	touch $@
