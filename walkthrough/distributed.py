@@ -13,15 +13,18 @@ the notebook's ``__main__`` and fails on functions defined in cells.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import socket
 import subprocess
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
@@ -222,3 +225,81 @@ def torchrun(train_args: list[str], nproc: int = 2, port: int | None = None,
         raise RuntimeError(f"torchrun failed (exit {done.returncode}): "
                            + ("\n".join(dict.fromkeys(errors)) or done.stderr[-2000:]))
     return done
+
+
+@dataclass(frozen=True)
+class ParameterShard:
+    """One parameter under FSDP: its full shape and the piece ``rank`` holds (rows of dim 0)."""
+
+    name: str
+    full: tuple[int, ...]
+    local: tuple[int, ...]
+
+
+def fsdp_shards(model: nn.Module, world_size: int, rank: int = 0) -> list[ParameterShard]:
+    """What ``rank`` holds of every parameter when PyTorch's FSDP (``fully_shard``) spreads ``model`` over
+    ``world_size`` ranks: each parameter is cut along dim 0 ([V, D] -> [V/W, D] on each rank).
+
+    Run for real on a model built on the meta device (shapes, no memory) with PyTorch's "fake" process
+    group, the one its own tests use to shard without other processes: each layer is one FSDP unit, as usual.
+    """
+    check_positive_int("world_size", world_size)
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+        raise ValueError(f"rank must be a whole number from 0 to world_size - 1 = {world_size - 1}, got {rank!r}")
+    if any(p.device.type != "meta" for p in model.parameters()):
+        raise ValueError("build the model on the meta device (with torch.device('meta'): ...): sharding it here "
+                         "needs its shapes only, and must not change a real model")
+    if dist.is_initialized():
+        raise ValueError("a process group is already running in this process: shard in a fresh one")
+    from torch.distributed.fsdp import fully_shard
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    model = copy.deepcopy(model)  # fully_shard changes the model it wraps
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
+    try:
+        for layer in [m for m in model.modules() if isinstance(m, nn.ModuleList)]:
+            for block in layer:
+                fully_shard(block)
+        fully_shard(model)
+        return [ParameterShard(name, tuple(p.shape), tuple(p.to_local().shape))
+                for name, p in model.named_parameters()]
+    finally:
+        dist.destroy_process_group()
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """Bytes one rank holds for training (float32, Adam): weights, gradients, Adam's two moments."""
+
+    parameters: int
+    gradients: int
+    optimizer: int
+
+    @property
+    def total(self) -> int:
+        return self.parameters + self.gradients + self.optimizer
+
+
+def rank_memory(parameters: int, world_size: int, stage: int) -> RankMemory:
+    """Per-rank bytes of ``parameters`` float32 weights trained with Adam on ``world_size`` ranks.
+
+    stage 0: DDP, every rank holds everything; the ZeRO stages shard more and more of it across the
+    ranks: 1 the optimizer state, 2 also the gradients, 3 also the weights (what FSDP does).
+    """
+    check_positive_int("parameters", parameters)
+    check_positive_int("world_size", world_size)
+    if stage not in (0, 1, 2, 3):
+        raise ValueError(f"stage must be 0 (DDP), 1, 2 or 3 (ZeRO stages; 3 is FSDP), got {stage!r}")
+    full = 4 * parameters  # float32
+
+    def share(sharded: bool) -> int:
+        return -(-full // world_size) if sharded else full
+
+    return RankMemory(share(stage >= 3), share(stage >= 2), 2 * share(stage >= 1))
+
+
+def ring_all_reduce_bytes(tensor_bytes: int, world_size: int) -> int:
+    """Bytes each rank sends to all-reduce ``tensor_bytes`` with a ring: 2·(W−1)/W of it (reduce-scatter, then
+    all-gather), whatever the number of ranks; 0 alone."""
+    check_positive_int("world_size", world_size)
+    return 2 * (world_size - 1) * tensor_bytes // world_size

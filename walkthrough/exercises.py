@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from . import backward
 from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .data import pad_batch
+from .distributed import shard_slice
 from .embedding import sinusoidal_table
 from .flash import online_softmax_step
 from .layers import AddNorm
@@ -526,6 +527,43 @@ def check_scores_backward(fn, inputs):
             **({"K's gradient needs d_scores transposed (keys are its columns): d_k = d_scoresᵀ @ Q / √d_k.":
                 d_scores @ q / scale} if square else {}),
         }, f"{about}, your d_k")
+
+
+@exercise("rank_shard")
+def check_rank_shard(fn, inputs):
+    """fn(batch_size, world_size, rank) -> (start, stop): the rows of a global batch that rank holds (notebook 14)."""
+    cases = [(9, 4), (10, 4), (5, 5)] + [(world + extra, world) for world, extra in
+                                          zip(inputs.sizes(CASES, 2, 9), inputs.sizes(CASES, 0, 20))]
+    for batch, world in cases:
+        about = f"for a batch of {batch} on {world} ranks"
+        got = []
+        for rank in range(world):
+            result = call(fn, batch, world, rank)
+            if isinstance(result, slice):
+                result = (result.start, result.stop)
+            if not (isinstance(result, (tuple, list)) and len(result) == 2
+                    and all(isinstance(i, int) and not isinstance(i, bool) for i in result)):
+                raise Wrong(f"{about}, rank {rank}: return two whole numbers (start, stop), got {result!r}.")
+            got.append(tuple(result))
+        sizes = [stop - start for start, stop in got]
+        empty = [rank for rank, size in enumerate(sizes) if size <= 0]
+        if empty:
+            raise Wrong(f"{about}, rank {empty[0]} gets no sentence (rows {got[empty[0]]}): a rank with nothing "
+                        f"to train on has no gradient to all-reduce. Rounding the shard size up fills the "
+                        f"first ranks and starves the last: give every rank batch // world rows, and one more "
+                        f"to the first batch % world ranks.")
+        if [start for start, _ in got[1:]] != [stop for _, stop in got[:-1]] or got[0][0] != 0 \
+                or got[-1][1] != batch:
+            raise Wrong(f"{about}, your shards {got} do not cover rows 0..{batch - 1} once each, in order: "
+                        f"each shard starts where the previous one stopped, the first at 0, the last stops at "
+                        f"{batch}. Rounding the size down leaves the last batch % world rows untrained.")
+        expected = [(s.start, s.stop) for s in (shard_slice(batch, world, rank) for rank in range(world))]
+        if max(sizes) - min(sizes) > 1:
+            raise Wrong(f"{about}, your shard sizes {sizes} differ by more than one: the slowest rank sets "
+                        f"every step's pace. Spread the remainder, one extra row each.")
+        if got != expected:
+            raise Wrong(f"{about}, your shards are {got}; torch.tensor_split (and walkthrough) give the extra "
+                        f"rows to the first ranks: {expected}.")
 
 
 def check_exercise(name: str, fn: Callable, seed: int = 0) -> ExerciseResult:

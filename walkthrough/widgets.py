@@ -31,6 +31,7 @@ from .attention import keep_attention_weights
 from .config import GPTConfig, ModelConfig
 from .cost import encoder_layer_costs, format_costs, gqa_costs, kv_sharing
 from .data import MAX_NUMBER, chinese_numeral, english_words
+from .distributed import check_global_batch, rank_memory, ring_all_reduce_bytes, shard_slice
 from .flash import flash_tiles
 from .gradients import GradientTable, parameter_gradients, trace_gradients
 from .masks import causal_mask, padding_mask
@@ -473,3 +474,37 @@ def memory_explorer() -> Explorer:
                      slider("d_model", BASE.d_model, 64, 1024, 64), slider("layers", BASE.num_layers, 1, 12)], render,
                     "Before you move batch from 32 to 64: does the L at which the activations pass the weights and "
                     "Adam's state go up or down? And what does doubling L do to the attention weights' bytes?")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Notebook 14: data parallelism.
+
+@functools.lru_cache(maxsize=1)
+def _source_parameters() -> int:
+    with torch.device("meta"):
+        return sum(p.numel() for p in Transformer(BASE).parameters())
+
+
+def data_parallel_explorer() -> Explorer:
+    """Notebook 14: a global batch over W ranks: each rank's shard, the bytes a step all-reduces, and what each
+    rank holds for training the source articles' model under DDP and the ZeRO stages (FSDP = stage 3)."""
+    def render(world_size, batch):
+        rows = [shard_slice(batch, world_size, rank) for rank in range(world_size)]
+        shown = [f"rank {r}: rows {s.start}-{s.stop - 1}, src [{s.stop - s.start}, {SIZES['src_len']}]"
+                 for r, s in enumerate(rows[:4])] + ([f"... {world_size - 4} ranks more"] if world_size > 4 else [])
+        try:
+            check_global_batch(batch, world_size)
+            verdict = "torchrun -m walkthrough train takes this batch"
+        except ValueError as err:
+            verdict = f"torchrun -m walkthrough train refuses it: {str(err).split(':')[0]}"
+        parameters = _source_parameters()
+        sent = ring_all_reduce_bytes(4 * parameters, world_size)
+        memory = [rank_memory(parameters, world_size, stage) for stage in range(4)]
+        names = ["DDP", "ZeRO-1 (optimizer)", "ZeRO-2 (+ gradients)", "ZeRO-3 / FSDP (+ weights)"]
+        table = "\n".join(f"{name:<27}{m.total / 1e9:6.2f} GB" for name, m in zip(names, memory))
+        return _Text("\n".join(shown) + f"\n{verdict}\n\nsource model, {parameters / 1e6:.0f} M weights:\n"
+                     f"each step, each rank sends {sent / 1e6:,.0f} MB (ring all-reduce)\n"
+                     f"held per rank (weights, gradients, Adam):\n{table}")
+    return explorer([slider("world_size", 2, 1, 16), slider("batch", 64, 1, 256)], render,
+                    "Before you move world_size from 2 to 8: does the bytes each rank sends per step go up, down, "
+                    "or stay? And what does a rank hold under FSDP?")
