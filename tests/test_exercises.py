@@ -176,6 +176,8 @@ WRONG = [
     ("scores_backward", lambda q, k, d: (d @ k, d.transpose(-2, -1) @ q), "your d_q: you forgot the ÷√d_k"),
     ("scores_backward", lambda q, k, d: (d @ k / q.size(-1), d.transpose(-2, -1) @ q / q.size(-1)),
      "you divided by d_k; the scale is √d_k"),
+    ("rank_shard", lambda b, w, r: (r * -(-b // w), min(b, (r + 1) * -(-b // w))), "rank 3 gets no sentence"),
+    ("rank_shard", lambda b, w, r: (r * (b // w), (r + 1) * (b // w)), "leaves the last batch % world rows untrained"),
 ]
 
 
