@@ -175,3 +175,58 @@ def test_shards_cover_the_batch_in_order_like_tensor_split(batch, world, sizes):
 def test_bad_shards_are_refused(args, error, message):
     with pytest.raises(error, match=message):
         distributed.shard_slice(*args)
+
+
+def test_fsdp_holds_each_parameters_dim0_chunk_on_each_rank():
+    """PyTorch's own fully_shard, on the meta device: rank r holds chunk r of every parameter's rows
+    (torch.chunk's sizes: 35 rows on 4 ranks are 9, 9, 9, 8), all ranks together hold every row once."""
+    cfg = wt.ModelConfig(src_vocab_size=35, tgt_vocab_size=35, d_model=16, num_heads=2, d_ff=32, num_layers=2,
+                         max_len=16, dropout=0.0)
+    with torch.device("meta"):
+        model = wt.Transformer(cfg)
+    full = {name: tuple(p.shape) for name, p in model.named_parameters()}
+    per_rank = [distributed.fsdp_shards(model, 4, rank) for rank in range(4)]
+    for rank, shards in enumerate(per_rank):
+        assert [s.name for s in shards] == list(full)
+        for s in shards:
+            assert s.full == full[s.name]
+            expected = torch.empty(s.full, device="meta").chunk(4)[rank].shape
+            assert s.local == tuple(expected), (rank, s)
+    embedding = [next(s for s in shards if s.name == "src_embed.token.weight").local for shards in per_rank]
+    assert embedding == [(9, 16), (9, 16), (9, 16), (8, 16)]
+    assert all(p.device.type == "meta" and not hasattr(p, "to_local") for p in model.parameters()), "model unchanged"
+
+
+def test_fsdp_shards_refuses_a_real_model():
+    with pytest.raises(ValueError, match="build the model on the meta device"):
+        distributed.fsdp_shards(wt.Transformer(wt.ModelConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=8,
+                                                                num_heads=2, d_ff=16, num_layers=1)), 2)
+
+
+@pytest.mark.parametrize("stage,parameters,gradients,optimizer", [
+    (0, 400, 400, 800), (1, 400, 400, 200), (2, 400, 100, 200), (3, 100, 100, 200)])
+def test_each_zero_stage_shards_one_more_kind(stage, parameters, gradients, optimizer):
+    held = distributed.rank_memory(100, 4, stage)  # 100 float32 weights with Adam on 4 ranks
+    assert (held.parameters, held.gradients, held.optimizer) == (parameters, gradients, optimizer)
+    assert held.total == parameters + gradients + optimizer
+
+
+def test_rank_memory_and_ring_bytes_refuse_bad_input():
+    with pytest.raises(ValueError, match=r"stage must be 0 \(DDP\), 1, 2 or 3"):
+        distributed.rank_memory(100, 4, 4)
+    with pytest.raises(ValueError, match="world_size"):
+        distributed.ring_all_reduce_bytes(100, 0)
+
+
+def test_a_ring_all_reduce_sends_2_w_minus_1_over_w_of_the_tensor():
+    assert [distributed.ring_all_reduce_bytes(1000, w) for w in (1, 2, 4, 8)] == [0, 1000, 1500, 1750]
+
+
+def test_data_parallel_explorer_shows_the_shards_and_refuses_an_empty_rank():
+    explorer = wt.widgets.data_parallel_explorer()
+    assert "rank 1: rows 32-63, src [32, 10]" in explorer.text()
+    explorer.control("batch").value = 60
+    explorer.control("world_size").value = 8
+    assert "refuses it: --batch-size 60 does not split evenly across 8 processes" in explorer.text()
+    explorer.control("batch").value = 5
+    assert "world_size=8 is more than the batch's 5 sentences: a rank would be left empty" in explorer.text()
