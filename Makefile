@@ -13,14 +13,14 @@ LAB_SETTINGS := $(VENV)/.lab-settings-done
 # Deck mode remembers (its "active" flag) stays with this series. Delete the folder to start afresh.
 LAB_STATE ?= .lab-state
 
-.PHONY: setup browser lab test lint html sheet api binder-links clean
+.PHONY: setup browser lab test lint html sheet api binder-links hub hub-stop hub-link clean
 
 setup: $(STAMP) $(LAB_SETTINGS)
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install $(TORCH_PIP_ARGS)
-	$(BIN)/pip install -e ".[test,dev]"
+	$(BIN)/pip install -e ".[test,dev,hub]"
 	touch $@
 
 # The classroom JupyterLab defaults go into the venv (overrides.d, a small extension), never into the
@@ -75,6 +75,19 @@ api: setup
 # The README's Binder links come from binder/repository (owner/name): this sets it from `git remote get-url origin`.
 binder-links:
 	$(BIN)/python tools/binder_links.py --from-remote
+
+# A local JupyterHub (tools/hub: dummy login, local processes, this venv's JupyterLab and settings for
+# everyone, 127.0.0.1 only), for trying the series as a class would; state in .hub/. docs/serving.md.
+HUB_PORT ?= 8765
+hub: setup
+	$(BIN)/python tools/hub/hub.py start --port $(HUB_PORT)
+
+hub-stop:
+	$(BIN)/python tools/hub/hub.py stop
+
+# The nbgitpuller link that gives every student the notebooks in one click: make hub-link HUB=https://hub.example.org
+hub-link:
+	@$(BIN)/python tools/hub/hub.py link "$(HUB)"
 
 clean:
 	rm -rf $(VENV) _site _api
