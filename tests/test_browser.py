@@ -180,8 +180,10 @@ class Notebook:
         """The explorers' output once they have drawn something (they draw when their cell runs)."""
         return self.wait_until(f"() => ({WIDGET_OUTPUTS})().trim()", "no explorer drew its output")
 
-    def start_deck(self) -> None:
-        """Deck mode from the active cell (the title cell on a fresh page), by its key, as docs/teaching.md says."""
+    def start_deck(self, from_title: bool = True) -> None:
+        """Deck mode by its key from the title cell, as docs/teaching.md says (or from the active cell)."""
+        if from_title:
+            self.notebook.locator(".jp-Cell").first.click()
         self.page.evaluate("() => document.querySelector('.jp-Notebook .jp-Cell.jp-mod-active').focus()")
         self.page.keyboard.press("Escape")  # command mode: the key belongs to the notebook, not an editor
         self.page.keyboard.press(DECK_KEY)
@@ -319,7 +321,7 @@ def test_leaving_the_deck_works_from_a_widgets_text_box(open_notebook):
     box = notebook.notebook.locator(".widget-text input").first
     box.click()  # makes the question's cell the active one: the deck starts on its slide
     for key in (DECK_KEY, "Escape"):
-        notebook.start_deck()
+        notebook.start_deck(from_title=False)
         box.click()
         box.type("[32, 1")
         notebook.page.keyboard.press(key)
@@ -357,9 +359,12 @@ def test_heads_slider_works_on_a_slide(open_notebook):
     notebook.run_all()
     notebook.start_deck()
     last = deck_cells(notebook.name)[-1]
-    while not notebook.slider("heads").count() and notebook.active_cell() != last:
+    on_slide = notebook.page.locator(".jp-Deck .jp-deck-mod-visible .widget-slider",
+                                     has=notebook.page.locator("label", has_text="heads"))
+    while not on_slide.count() and notebook.active_cell() != last:
         notebook.press("PageDown")
-    notebook.check(notebook.slider("heads").count() == 1, "no slide shows the heads slider")
+    notebook.check(on_slide.count() == 1, "no slide shows the heads slider")
+    on_slide.wait_for()  # shown once the deck has faded the slide in
     box = notebook.slider("heads").bounding_box()
     notebook.check(0 <= box["y"] and box["y"] + box["height"] <= SCREEN["height"], "the slider is off the slide")
     notebook.check("[32, 8, 10, 64]" in notebook.explorer_output(), "the split does not show 8 heads")
@@ -424,7 +429,7 @@ def test_projector_type_for_code_outputs_tables_and_widget_labels(open_notebook)
     notebook.run_all()
     sizes = notebook.page.evaluate("""() => {
         const size = selector => {
-            const found = [...document.querySelectorAll(selector)].find(e => e.offsetParent && e.innerText.trim());
+            const found = [...document.querySelectorAll(selector)].find(e => e.textContent.trim());
             return found ? parseFloat(getComputedStyle(found).fontSize) : null;
         };
         return {prose: size('.jp-RenderedMarkdown p'), code: size('.jp-CodeCell .cm-content'),
