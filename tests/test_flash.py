@@ -281,12 +281,13 @@ def test_the_running_softmax_picture_follows_online_softmax_step():
 
 def test_the_explorer_redraws_and_counts():
     explorer = wt.widgets.flash_explorer()
-    assert "tiles computed  10 of 16" in explorer.text() and explorer.text().count("[image/png]") == 2
+    assert "computed  10 of 16" in explorer.text() and explorer.text().count("[image/png]") == 2
+    assert "scores    128 KiB" in explorer.text() and "one tile  8,192 B" in explorer.text()  # 8 heads, float32
     explorer.control("block_q").value = 8
     explorer.control("block_k").value = 8
-    assert "tiles computed  36 of 64" in explorer.text()
+    assert "computed  36 of 64" in explorer.text() and "diagonal  8" in explorer.text()
     explorer.control("causal").value = False
-    assert "tiles computed  64 of 64" in explorer.text() and "skipped         0" in explorer.text()
+    assert "computed  64 of 64" in explorer.text() and "skipped   0" in explorer.text()
 
 
 def test_the_exercise_names_a_forgotten_rescale(capsys):

@@ -596,11 +596,12 @@ def tile_kinds(L_q: int, L_k: int, block_q: int, block_k: int, causal: bool) -> 
 
 @_cjk
 def tile_grid_figure(L_q: int, L_k: int, block_q: int = 16, block_k: int = 16, causal: bool = True,
-                     layout: str | None = "constrained") -> Figure:
+                     layout: str | None = "constrained", size: tuple[float, float] = (4.4, 4.0)) -> Figure:
     """The [L_q, L_k] score matrix cut into block_q × block_k tiles, each coloured by what flash_attention does
-    with it: computed, computed with the causal mask inside (the diagonal crosses it), or skipped."""
+    with it: computed, computed with the causal mask inside (the diagonal crosses it), or skipped.
+    ``size``: the figure's (width, height) in inches."""
     kinds = tile_kinds(L_q, L_k, block_q, block_k, causal)
-    fig = Figure(figsize=(4.4, 4.0), layout=layout)
+    fig = Figure(figsize=size, layout=layout)
     ax = fig.add_subplot()
     ax.pcolormesh([*range(0, L_k, block_k), L_k], [*range(0, L_q, block_q), L_q], kinds,
                   cmap=ListedColormap(TILE_COLOURS), vmin=-0.5, vmax=2.5, edgecolors="white",
@@ -613,15 +614,18 @@ def tile_grid_figure(L_q: int, L_k: int, block_q: int = 16, block_k: int = 16, c
     computed = int((kinds > 0).sum())
     skipped = f", {kinds.size - computed} skipped" if causal else ""
     ax.set_title(f"{computed} of {kinds.size} tiles computed{skipped}", fontsize=PROJECTOR_TEXT)
-    ax.set_xlabel(f"key position (L_k = {L_k}, blocks of {block_k})", fontsize=PROJECTOR_TEXT)
+    ax.set_xlabel(f"key (L_k = {L_k}, blocks of {block_k})", fontsize=PROJECTOR_TEXT)
     ax.set_ylabel(f"query (L_q = {L_q}, blocks of {block_q})", fontsize=PROJECTOR_TEXT)
     ax.tick_params(labelsize=PROJECTOR_TEXT)
     shown = [kind for kind in range(3) if (kinds == kind).any()]
+    columns = len(shown) if size[0] >= 4.2 else 2  # the three names need about 4 inches side by side
     ax.legend([Rectangle((0, 0), 1, 1, facecolor=TILE_COLOURS[kind]) for kind in shown],
               [TILE_KINDS[kind] for kind in shown], loc="upper center", bbox_to_anchor=(0.5, -0.17),
-              ncols=len(shown), fontsize=PROJECTOR_TEXT, frameon=False, handlelength=1, columnspacing=1)
-    if layout is None:
-        fig.subplots_adjust(left=0.17, right=0.97, bottom=0.27, top=0.92)
+              ncols=columns, fontsize=PROJECTOR_TEXT, frameon=False, handlelength=1, columnspacing=1)
+    if layout is None:  # margins in inches, so any size keeps its labels and legend
+        legend_rows = math.ceil(len(shown) / columns)
+        fig.subplots_adjust(left=0.75 / size[0], right=1 - 0.15 / size[0], top=1 - 0.3 / size[1],
+                            bottom=(0.75 + 0.25 * legend_rows) / size[1])
     return fig
 
 
@@ -663,7 +667,7 @@ def online_softmax_figure(scores: torch.Tensor, block_k: int, layout: str | None
              "handlelength": 1.2, "labelspacing": 0.2}
     exact = torch.exp(scores - scores.max()).sum().item()
     right.plot(range(1, len(sums) + 1), sums, "o-", color="#4c72b0", label="running sum l")
-    right.axhline(exact, color="black", linestyle="--", linewidth=1, label="exact: Σ exp(s − max s)")
+    right.axhline(exact, color="black", linestyle="--", linewidth=1, label="exact Σ exp(s − max)")
     grew = [i for i in range(1, len(maxima)) if maxima[i] > maxima[i - 1]]
     right.plot([i + 1 for i in grew], [sums[i] for i in grew], "v", color="#c44e52", markersize=9,
                label="max grew: l rescaled")
@@ -672,8 +676,9 @@ def online_softmax_figure(scores: torch.Tensor, block_k: int, layout: str | None
     for ax in (left, right):
         ax.tick_params(labelsize=PROJECTOR_TEXT)
         ax.legend(**below)
-    if layout is None:
-        fig.subplots_adjust(left=0.07, right=0.98, bottom=0.42, top=0.92, wspace=0.25)
+    if layout is None:  # margins in inches, so any size keeps its labels and legends
+        fig.subplots_adjust(left=0.55 / size[0], right=1 - 0.1 / size[0], bottom=1.35 / size[1],
+                            top=1 - 0.3 / size[1], wspace=0.3)
     return fig
 
 

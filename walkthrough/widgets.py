@@ -409,13 +409,13 @@ def flash_explorer() -> Explorer:
         diagonal = sum(tile.diagonal for tile in tiles)
         row = torch.randn(L_k, generator=torch.Generator().manual_seed(0)) * 2  # one query row's scores, fixed
         heads = BASE.num_heads
-        summary = _Text(f"tiles computed  {len(tiles)} of {total}\n"
-                        f"skipped         {total - len(tiles)}\n"
-                        f"partly masked   {diagonal}\n"
-                        f"scores, {heads} heads: {4 * heads * L_q * L_k:,} B\n"
-                        f"one tile, {heads} heads: {4 * heads * min(block_q, L_q) * min(block_k, L_k):,} B")
-        return (viz.tile_grid_figure(L_q, L_k, block_q, block_k, causal, layout=None), summary,
-                viz.online_softmax_figure(row, block_k, layout=None, size=(7.6, 3.4)))
+        summary = _Text(f"computed  {len(tiles)} of {total}\n"
+                        f"skipped   {total - len(tiles)}\n"
+                        f"diagonal  {diagonal}\n"
+                        f"scores    {4 * heads * L_q * L_k / 1024:,.0f} KiB\n"
+                        f"one tile  {4 * heads * min(block_q, L_q) * min(block_k, L_k):,} B")
+        return (viz.tile_grid_figure(L_q, L_k, block_q, block_k, causal, layout=None, size=(3.9, 3.6)), summary,
+                viz.online_softmax_figure(row, block_k, layout=None, size=(5.4, 3.4)))
     causal = widgets.Checkbox(value=True, description="causal", indent=False,
                               layout=widgets.Layout(width=CONTROLS_WIDTH))
     return explorer([slider("L_q", 64, 1, 256), slider("L_k", 64, 1, 256), slider("block_q", 16, 1, 64),
