@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from . import backward
 from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .data import pad_batch
+from .decoding import filter_logits
 from .distributed import shard_slice
 from .embedding import sinusoidal_table
 from .flash import online_softmax_step
@@ -564,6 +565,28 @@ def check_rank_shard(fn, inputs):
         if got != expected:
             raise Wrong(f"{about}, your shards are {got}; torch.tensor_split (and walkthrough) give the extra "
                         f"rows to the first ranks: {expected}.")
+
+
+@exercise("top_p_filter")
+def check_top_p_filter(fn, inputs):
+    """fn(logits [B, V], top_p) -> logits [B, V], the tokens outside the nucleus at -inf (notebook 12)."""
+    for case in range(CASES):
+        rows, vocab = inputs.sizes(2, 3, 12)
+        logits = torch.randint(-4, 4, (rows, vocab), generator=inputs.generator).float() / 2  # many ties
+        logits[0, 0] = 6.0  # one token above any top_p: the keep-one rule
+        top_p = (0.5, 0.75, 0.9)[case]
+        expected = filter_logits(logits, top_p=top_p)
+        probs = logits.softmax(-1)
+        ranked, order = probs.sort(dim=-1, descending=True, stable=True)
+        below = torch.zeros_like(probs).scatter(-1, order, (ranked.cumsum(-1) < top_p).float()).bool()
+        unranked = probs.cumsum(-1) - probs < top_p  # the mass before each token in id order, not by probability
+        check_tensor(call(fn, logits, top_p), expected, "B V", {
+            "keep a token while the mass ranked above it is below top_p: the token that crosses top_p stays "
+            "(the kept set must reach top_p), and the most likely token always stays.":
+                logits.masked_fill(~below, -math.inf),
+            "rank the tokens by probability first (most likely first, the lower id first on a tie), then "
+            "add up their probabilities: in id order the sum means nothing.": logits.masked_fill(~unranked, -math.inf),
+        }, f"for logits {list(logits.shape)} and top_p={top_p}, your result")
 
 
 def check_exercise(name: str, fn: Callable, seed: int = 0) -> ExerciseResult:

@@ -785,3 +785,56 @@ def memory_bars_figure(parts: dict[str, float], title: str = "", layout: str | N
     ax.set_title(title, fontsize=PROJECTOR_TEXT)
     return fig
 
+
+# ---------------------------------------------------------------------------------------------------
+# Notebook 12: choosing the next token.
+
+def beam_tree_figure(steps: Sequence[tuple[Sequence[Sequence[str]], Sequence[float]]],
+                     layout: str | None = "constrained") -> Figure:
+    """The beams that survive each step, best on top: ``steps[t]`` = (each beam's words so far, their scores).
+
+    A node is a beam's newest word with its score; a line joins it to the beam it grew from (the one whose
+    words are its prefix). A beam that finished earlier (fewer words than the step) is carried on, in grey.
+    """
+    width = len(steps)
+    beams = max(len(words) for words, _ in steps)
+    fig = Figure(figsize=(min(1.6 * width + 1, 13), 0.75 * beams + 1.2), layout=layout)
+    ax = fig.add_subplot()
+    for t, (words, scores) in enumerate(steps):
+        for rank, (beam, score) in enumerate(zip(words, scores)):
+            carried = len(beam) < t + 1  # finished at an earlier step: the same beam again
+            colour = "0.6" if carried else "C0"
+            ax.text(t, -rank, f"{beam[-1]}\n{score:.2f}", ha="center", va="center", fontsize=PROJECTOR_TEXT - 1,
+                    color="0.4" if carried else "black",
+                    bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": colour})
+            if t:
+                prefix = list(beam) if carried else list(beam[:t])
+                parents = [r for r, b in enumerate(steps[t - 1][0]) if list(b) == prefix]
+                if parents:
+                    ax.plot([t - 1 + 0.3, t - 0.3], [-parents[0], -rank], color=colour, lw=1.2)
+    ax.set_xlim(-0.6, width - 0.4)
+    ax.set_ylim(-beams + 0.4, 0.6)
+    ax.set_xticks(range(width), [f"step {t + 1}" for t in range(width)], fontsize=PROJECTOR_TEXT)
+    ax.set_yticks([])
+    ax.set_title("surviving beams per step (word, score = sum of log-probabilities)", fontsize=PROJECTOR_TEXT)
+    for side in ("left", "right", "top"):
+        ax.spines[side].set_visible(False)
+    return fig
+
+
+def next_token_figure(probs: torch.Tensor, kept: torch.Tensor, labels: Sequence[str], shown: int = 12,
+                      layout: str | None = "constrained") -> Figure:
+    """The ``shown`` most likely next tokens: the model's probabilities [V] (grey) beside the distribution
+    actually sampled from after temperature and filtering [V] (blue; 0 for a token filtered out)."""
+    order = probs.argsort(descending=True, stable=True)[:shown].tolist()
+    fig = Figure(figsize=(8, 3.4), layout=layout)
+    ax = fig.add_subplot()
+    x = np.arange(len(order))
+    ax.bar(x - 0.2, [float(probs[i]) for i in order], 0.4, color="0.7", label="model (temperature 1)")
+    ax.bar(x + 0.2, [float(kept[i]) for i in order], 0.4, color="C0", label="sampled from")
+    ax.set_xticks(x, [labels[i] for i in order], rotation=45, ha="right", fontsize=PROJECTOR_TEXT - 1)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("probability", fontsize=PROJECTOR_TEXT)
+    ax.legend(fontsize=PROJECTOR_TEXT - 1, frameon=False)
+    ax.tick_params(labelsize=PROJECTOR_TEXT - 1)
+    return fig

@@ -31,9 +31,11 @@ from .attention import keep_attention_weights
 from .config import GPTConfig, ModelConfig
 from .cost import encoder_layer_costs, format_costs, gqa_costs, kv_sharing
 from .data import MAX_NUMBER, chinese_numeral, english_words
+from .decoding import next_token_probs
 from .distributed import check_global_batch, rank_memory, ring_all_reduce_bytes, shard_slice
 from .flash import flash_tiles
 from .gradients import GradientTable, parameter_gradients, trace_gradients
+from .language_model import prompt_ids
 from .masks import causal_mask, padding_mask
 from .memory import crossover_length, training_memory
 from .model import Transformer
@@ -508,3 +510,40 @@ def data_parallel_explorer() -> Explorer:
     return explorer([slider("world_size", 2, 1, 16), slider("batch", 64, 1, 256)], render,
                     "Before you move world_size from 2 to 8: does the bytes each rank sends per step go up, down, "
                     "or stay? And what does a rank hold under FSDP?")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Notebook 12: choosing the next token.
+
+def sampling_explorer(model, vocab, text: str = "三百零五") -> Explorer:
+    """Notebook 12: the trained GPT's next-token distribution after ``<text> <sep>``, as bars, beside what
+    temperature, top-k and top-p leave to sample from (renormalised); the entropy of both."""
+    with torch.no_grad():
+        logits = model.eval()(torch.tensor([prompt_ids(text, vocab)]))[0, -1]  # [V]: the first English word
+    model_probs = logits.softmax(-1)  # [V]
+    vocab_size = logits.size(-1)
+
+    def entropy(p: torch.Tensor) -> float:
+        return float(-(p[p > 0] * p[p > 0].log()).sum()) + 0.0  # + 0.0: a one-token -0.0 prints as 0.000
+
+    def render(temperature, top_k, top_p):
+        kept = next_token_probs(logits, temperature, top_k, top_p)  # [V], what sample_next draws from
+        survivors = [(vocab.itos[i], float(kept[i])) for i in kept.argsort(descending=True, stable=True).tolist()
+                     if kept[i] > 0]
+        lines = "\n".join(f"  {word:<10} {p:.3f}" for word, p in survivors[:8])
+        more = f"\n  ... {len(survivors) - 8} more" if len(survivors) > 8 else ""
+        summary = _Text(f"prompt: {text} <sep>\n"
+                        f"entropy, model:        {entropy(model_probs):.3f} nats\n"
+                        f"entropy, sampled from: {entropy(kept):.3f} nats\n"
+                        f"tokens left: {len(survivors)} of {vocab_size}\n{lines}{more}")
+        return viz.next_token_figure(model_probs, kept, vocab.itos, layout=None), summary
+
+    temperature = widgets.FloatSlider(value=1.0, min=0.0, max=8.0, step=0.25, description="temperature",
+                                      continuous_update=False, style={"description_width": "initial"},
+                                      layout=widgets.Layout(width=CONTROLS_WIDTH))
+    top_p = widgets.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top_p",
+                                continuous_update=False, style={"description_width": "initial"},
+                                layout=widgets.Layout(width=CONTROLS_WIDTH))
+    return explorer([temperature, slider("top_k", vocab_size, 1, vocab_size), top_p], render,
+                    "Before you raise the temperature from 1 to 4: does the entropy go up or down, and does "
+                    "top_p = 0.9 then keep more tokens or fewer?")
