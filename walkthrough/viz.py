@@ -789,6 +789,7 @@ def memory_bars_figure(parts: dict[str, float], title: str = "", layout: str | N
 # ---------------------------------------------------------------------------------------------------
 # Notebook 12: choosing the next token.
 
+@_cjk
 def beam_tree_figure(steps: Sequence[tuple[Sequence[Sequence[str]], Sequence[float]]],
                      layout: str | None = "constrained") -> Figure:
     """The beams that survive each step, best on top: ``steps[t]`` = (each beam's words so far, their scores).
@@ -822,6 +823,7 @@ def beam_tree_figure(steps: Sequence[tuple[Sequence[Sequence[str]], Sequence[flo
     return fig
 
 
+@_cjk
 def next_token_figure(probs: torch.Tensor, kept: torch.Tensor, labels: Sequence[str], shown: int = 12,
                       layout: str | None = "constrained") -> Figure:
     """The ``shown`` most likely next tokens: the model's probabilities [V] (grey) beside the distribution
