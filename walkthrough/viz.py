@@ -829,7 +829,7 @@ def next_token_figure(probs: torch.Tensor, kept: torch.Tensor, labels: Sequence[
     """The ``shown`` most likely next tokens: the model's probabilities [V] (grey) beside the distribution
     actually sampled from after temperature and filtering [V] (blue; 0 for a token filtered out)."""
     order = probs.argsort(descending=True, stable=True)[:shown].tolist()
-    fig = Figure(figsize=(8, 3.4), layout=layout)
+    fig = Figure(figsize=(7, 2.8), layout=layout)
     ax = fig.add_subplot()
     x = np.arange(len(order))
     ax.bar(x - 0.2, [float(probs[i]) for i in order], 0.4, color="0.7", label="model (temperature 1)")

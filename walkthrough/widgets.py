@@ -530,8 +530,8 @@ def sampling_explorer(model, vocab, text: str = "三百零五") -> Explorer:
         kept = next_token_probs(logits, temperature, top_k, top_p)  # [V], what sample_next draws from
         survivors = [(vocab.itos[i], float(kept[i])) for i in kept.argsort(descending=True, stable=True).tolist()
                      if kept[i] > 0]
-        lines = "\n".join(f"  {word:<10} {p:.3f}" for word, p in survivors[:8])
-        more = f"\n  ... {len(survivors) - 8} more" if len(survivors) > 8 else ""
+        lines = "\n".join(f"  {word:<10} {p:.3f}" for word, p in survivors[:5])
+        more = f"\n  ... {len(survivors) - 5} more" if len(survivors) > 5 else ""
         summary = _Text(f"prompt: {text} <sep>\n"
                         f"entropy, model:        {entropy(model_probs):.3f} nats\n"
                         f"entropy, sampled from: {entropy(kept):.3f} nats\n"
