@@ -31,7 +31,7 @@ from walkthrough import viz
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(p.name for p in NOTEBOOK_DIR.glob("*.ipynb"))
-NOTEBOOKS_READ = ("checkpoints",)  # folders beside notebooks/ that the notebooks read
+NOTEBOOKS_READ = ("checkpoints", "results")  # folders beside notebooks/ that the notebooks read (07 and 11)
 CHROMIUM = os.environ.get("WALKTHROUGH_CHROMIUM", "/usr/bin/chromium")
 TOKEN = "walkthrough-browser-test"
 SCREEN = {"width": 1366, "height": 768}  # a classroom projector, a student's laptop
