@@ -799,7 +799,7 @@ def beam_tree_figure(steps: Sequence[tuple[Sequence[Sequence[str]], Sequence[flo
     """
     width = len(steps)
     beams = max(len(words) for words, _ in steps)
-    fig = Figure(figsize=(min(1.6 * width + 1, 13), 0.75 * beams + 1.2), layout=layout)
+    fig = Figure(figsize=(min(1.6 * width + 1, 13), 0.55 * beams + 0.8), layout=layout)
     ax = fig.add_subplot()
     for t, (words, scores) in enumerate(steps):
         for rank, (beam, score) in enumerate(zip(words, scores)):
