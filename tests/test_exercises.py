@@ -112,6 +112,12 @@ def padded(rows, pad_id):
     return wt.pad_batch(rows, pad_id)
 
 
+def top_p_strict(x, p):  # keeps only the tokens whose running mass stays below p: the one that crosses p goes
+    probs, order = x.softmax(-1).sort(dim=-1, descending=True, stable=True)
+    kept = torch.zeros_like(x, dtype=torch.bool).scatter(-1, order, probs.cumsum(-1) < p)
+    return x.masked_fill(~kept, -math.inf)
+
+
 WRONG = [
     ("sinusoidal_table", table_with(torch.cos, torch.sin, 2), "sin and cos are swapped"),
     ("sinusoidal_table", interleaved_table, "the sines fill the first half and the cosines the second"),
@@ -178,6 +184,9 @@ WRONG = [
      "you divided by d_k; the scale is √d_k"),
     ("rank_shard", lambda b, w, r: (r * -(-b // w), min(b, (r + 1) * -(-b // w))), "rank 3 gets no sentence"),
     ("rank_shard", lambda b, w, r: (r * (b // w), (r + 1) * (b // w)), "leaves the last batch % world rows untrained"),
+    ("top_p_filter", lambda x, p: x.masked_fill(~(x.softmax(-1).cumsum(-1) - x.softmax(-1) < p), -math.inf),
+     "rank the tokens by probability first"),
+    ("top_p_filter", top_p_strict, "the token that crosses top_p stays"),
 ]
 
 
