@@ -52,15 +52,17 @@ def allowed_tall_slides(name: str) -> dict:
 
 
 def settle(notebook) -> dict:
-    """The cells on screen once the slide has stopped moving (the deck fades a slide in; outputs redraw)."""
+    """The cells on screen once the slide has stopped moving (the deck fades a slide in; outputs redraw), or
+    after 30 looks if something on it keeps moving."""
     notebook.page.wait_for_timeout(300)
     previous = None
-    while True:
+    for _ in range(30):
         now = notebook.page.evaluate(CELLS_ON_SCREEN)
         if now == previous:
-            return now
+            break
         previous = now
         notebook.page.wait_for_timeout(300)
+    return now
 
 
 def height(slide: dict) -> float:
@@ -113,6 +115,8 @@ def walk_deck(notebook) -> list[dict]:
             # leave the slider (Escape would leave the deck): the keys belong to the deck again
             notebook.page.locator(".jp-Deck .jp-Cell.jp-deck-mod-visible").first.click(position={"x": 4, "y": 4})
         slides.append(slide)
+        print(f"slide {len(slides)}: cells {[c['index'] for c in slide['shown']]}, {slide['height']:.0f} px",
+              flush=True)
         if slide["shown"][-1]["index"] == slide["count"] - 1:
             return slides
         press_until_the_slide_changes(notebook, NEXT_SLIDE, slide["shown"][0]["index"])
