@@ -3,7 +3,8 @@
 The rule (tests/test_notebooks.py checks it):
 - slide 1 is the title and its introduction only: the leading markdown cells, up to the first code cell
   or the first `## ` heading, so it fits on a 1366x768 screen;
-- the first cell after slide 1 (the set-up code, usually) starts a new slide, and so does every `## ` heading;
+- the first cell after slide 1 (the set-up code, usually) starts a new slide, and so does every `## ` heading
+  and every explorer (a cell that calls `wt.widgets.`), which needs the screen to itself;
 - a cell an author chose to start a slide (slide_type "slide", to split a slide too tall for the screen)
   keeps it, and so does the cell an author marked "subslide" or "fragment": those become slides, because
   the → key and a clicker's PageDown skip sub-slides, and one key must walk every cell of the deck;
@@ -41,6 +42,8 @@ def wanted_slide_type(index: int, cell, first_after_title: int) -> str | None:
     current = cell.metadata.get("slideshow", {}).get("slide_type")
     if index == 0 or index == first_after_title or (cell.cell_type == "markdown" and cell.source.startswith("## ")):
         return "slide"
+    if cell.cell_type == "code" and "wt.widgets." in cell.source:
+        return "slide"  # an explorer gets the screen to itself, its question on the slide before
     if current in BECOME_SLIDES and index > first_after_title:
         return "slide"
     return None
