@@ -75,12 +75,17 @@ def move_a_slider(notebook) -> bool:
     if not handles.count():
         return False
     handle = handles.first
+    outputs = notebook.page.locator(".jp-Deck .jp-deck-mod-visible .widget-output")
+    shown = outputs.all_inner_texts()
     before = handle.get_attribute("aria-valuenow")
     handle.focus()
     handle.press("ArrowRight")
     if handle.get_attribute("aria-valuenow") == before:
         handle.press("ArrowLeft")
-    notebook.wait_idle()
+    for _ in range(40):  # the kernel redraws the explorer (Deck mode hides the status bar's Idle)
+        notebook.page.wait_for_timeout(500)
+        if outputs.all_inner_texts() != shown:
+            break
     return True
 
 
