@@ -42,7 +42,7 @@ NEAR_ONE_HOT = 0.9  # a softmax row whose largest weight is above this attends t
 # pixels per inch no wider than SCREEN_WIDTH_IN fits a notebook's output area unscaled, so text of MIN_FONT_PT
 # points shows at MIN_FONT_PT * SCREEN_DPI / 72 = 12.5 px, what the back of a room can read.
 SCREEN_DPI = 100
-SCREEN_WIDTH_IN = 11.0
+SCREEN_WIDTH_IN = 9.0  # a notebook output area at 1366 px is about 920 px wide: wider figures are scaled down
 MIN_FONT_PT = 9
 
 

@@ -45,7 +45,7 @@ from .train import cross_attention_map
 
 BASE = ModelConfig.paper_base()  # the paper's base model, vocabularies of 30000 as in the source articles
 SIZES = SOURCE_SIZES  # batch, src_len, tgt_len: the source articles' sizes, the traces' defaults
-FIGURE_DPI = 72  # explorer figures: small enough to sit beside their controls on a 1366x768 projector
+FIGURE_DPI = viz.SCREEN_DPI  # explorer figures as every other figure: text of viz.MIN_FONT_PT reads at 12.5 px
 CONTROLS_WIDTH = "250px"
 
 
