@@ -13,7 +13,7 @@ LAB_SETTINGS := $(VENV)/.lab-settings-done
 # Deck mode remembers (its "active" flag) stays with this series. Delete the folder to start afresh.
 LAB_STATE ?= .lab-state
 
-.PHONY: setup browser lab test lint html sheet api binder-links hub hub-stop hub-link clean
+.PHONY: setup browser lab test slides lint html sheet api binder-links hub hub-stop hub-link clean
 
 setup: $(STAMP) $(LAB_SETTINGS)
 
@@ -54,7 +54,12 @@ lab: setup
 test: setup browser
 	$(BIN)/ruff check .
 	WALKTHROUGH_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -p tests.nbval_patience --nbval --nbval-current-env \
-	  --nbval-kernel-startup-timeout=600 tests notebooks
+	  --nbval-kernel-startup-timeout=600 --ignore=tests/test_slides_fit.py tests notebooks
+
+# Every slide of every notebook measured in Deck mode at 1366x768 (issue 22). Not yet part of `make test`: some
+# slides (08) and explorers are still taller than the screen, and the walk can wait on a slider that does not redraw.
+slides: setup browser
+	WALKTHROUGH_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests/test_slides_fit.py -v -s
 
 lint: setup
 	$(BIN)/ruff check .
