@@ -27,7 +27,7 @@ def cell_with(cells, text: str) -> nbformat.NotebookNode:
 
 def test_one_hot_and_smoothing_hold_after_the_model_cell_is_re_run():
     cells = code_cells()
-    setup, model = cells[0], cell_with(cells, "model = wt.Transformer(cfg)")
+    setup, model = cells[0], cell_with(cells, "model = wt.Transformer(trimmed)")
     labels = cell_with(cells, "labels = torch.randint")
     one_hot, smoothing = cell_with(cells, "F.one_hot(labels"), cell_with(cells, "smoothing=eps")
     run(NOTEBOOK, [cell.source for cell in (setup, model, labels, model, one_hot, smoothing, labels, smoothing,
