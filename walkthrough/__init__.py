@@ -6,11 +6,20 @@ stays light in a script or a test that draws nothing.
 
 import importlib
 
-from . import backward, cost, gradients, memory
+from . import backward, cost, distributed, gradients, memory
 from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_product_attention
 from .cache import DecodingCache, KVCache
 from .config import GPTConfig, ModelConfig
-from .data import PHRASES, Vocab, chinese_numeral, english_words, numeral_vocabs, pad_batch, phrase_vocabs
+from .data import (
+    PHRASES,
+    Vocab,
+    chinese_numeral,
+    chinese_tokens,
+    english_words,
+    numeral_vocabs,
+    pad_batch,
+    phrase_vocabs,
+)
 from .decoding import (
     beam_search,
     filter_logits,
@@ -102,10 +111,12 @@ __all__ = [
     "check_model",
     "check_shape_answer",
     "chinese_numeral",
+    "chinese_tokens",
     "copy_torch_attention",
     "cost",
     "cross_attention_map",
     "decoder_self_mask",
+    "distributed",
     "english_words",
     "filter_logits",
     "flash_attention",
