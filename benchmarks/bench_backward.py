@@ -8,25 +8,14 @@ on the meta device at the paper's base sizes) and ``training_memory``'s measurem
     .venv/bin/python benchmarks/bench_backward.py
 """
 
-import time
 
 import torch
 import torch.nn.functional as F
+from timing import best_of
 
 import walkthrough as wt
 
 B, H, L, D_K, D, V = 32, 8, 10, 64, 512, 30000
-
-
-def seconds(run) -> float:
-    start = time.perf_counter()
-    run()
-    return time.perf_counter() - start
-
-
-def best_of(rounds: int, run) -> float:
-    """The fastest of ``rounds`` runs: on a shared machine the others measure the neighbours."""
-    return min(seconds(run) for _ in range(rounds))
 
 
 def autograd(forward, inputs, d_out):

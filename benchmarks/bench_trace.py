@@ -10,10 +10,10 @@ trace at the same sizes (``trace_shapes``, 96 encoder + 96 decoder layers).
 
 import argparse
 import resource
-import time
 import tracemalloc
 
 import torch
+from timing import best_of
 from torch import nn
 
 import walkthrough as wt
@@ -26,17 +26,6 @@ def encoder_stack(layers: int) -> nn.TransformerEncoder:
     with torch.device("meta"):
         layer = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, batch_first=True)
         return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False).eval()
-
-
-def seconds(run) -> float:
-    start = time.perf_counter()
-    run()
-    return time.perf_counter() - start
-
-
-def best_of(rounds: int, run) -> float:
-    """The fastest of ``rounds`` runs: on a shared machine the others measure the neighbours."""
-    return min(seconds(run) for _ in range(rounds))
 
 
 def main() -> None:
