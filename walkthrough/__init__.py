@@ -34,6 +34,7 @@ from .embedding import Embedding, sinusoidal_table
 from .exercises import check_exercise
 from .flash import flash_attention, flash_attention_backward, flash_tiles, online_softmax_step
 from .gpt import GPT
+from .i18n import get_language, set_language
 from .language_model import SEPARATOR, GPTSettings, GPTTrainer, load_gpt_checkpoint, make_lm_batch, save_gpt_checkpoint
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward, OutputHead
 from .loss import sequence_loss
@@ -123,6 +124,7 @@ __all__ = [
     "flash_attention_backward",
     "flash_tiles",
     "generate",
+    "get_language",
     "gradients",
     "greedy_decode",
     "greedy_generate",
@@ -148,6 +150,7 @@ __all__ = [
     "save_gpt_checkpoint",
     "scaled_dot_product_attention",
     "sequence_loss",
+    "set_language",
     "shape_map",
     "shape_table",
     "side_by_side",

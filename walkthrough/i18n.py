@@ -1,0 +1,47 @@
+"""The reader's language: every message the package writes for a student goes through ``_``.
+
+Catalogs are gettext's (``walkthrough/locale/<lang>/LC_MESSAGES/walkthrough.po``, compiled to ``.mo``),
+extracted and compiled with Babel. A notebook chooses its language once, in its set-up cell:
+``wt.set_language("zh")``; the English notebooks say ``"en"``.
+"""
+
+import gettext
+from pathlib import Path
+
+LANGUAGES = ("en", "zh")
+LOCALE_DIR = Path(__file__).parent / "locale"
+DOMAIN = "walkthrough"
+
+_translation: gettext.NullTranslations = gettext.NullTranslations()
+_language = "en"
+
+
+def set_language(language: str) -> None:
+    """Choose the language of tables, labels, figures, feedback and errors: ``"en"`` or ``"zh"``."""
+    global _translation, _language
+    if language not in LANGUAGES:
+        raise ValueError(
+            _("language must be one of {languages}, got {language!r}: use set_language('en') or 'zh'").format(
+                languages=LANGUAGES, language=language
+            )
+        )
+    if language == "en":
+        _translation = gettext.NullTranslations()
+    else:
+        _translation = gettext.translation(DOMAIN, localedir=LOCALE_DIR, languages=[language])
+    _language = language
+
+
+def get_language() -> str:
+    """The language chosen by ``set_language`` (``"en"`` until one is chosen)."""
+    return _language
+
+
+def _(message: str) -> str:
+    """``message`` in the chosen language (gettext's marker, so Babel finds it)."""
+    return _translation.gettext(message)
+
+
+def N_(message: str) -> str:
+    """Marks a message for extraction where it is defined; it is translated by ``_`` where it is shown."""
+    return message
