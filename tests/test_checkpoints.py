@@ -205,3 +205,14 @@ def test_a_phrase_trainer_round_trips_through_its_digest_and_resumes(tmp_path):
     loaded = wt.load_checkpoint(path)
     assert loaded.pairs == wt.PHRASES and loaded.losses == trainer.losses
     assert loaded.run(progress=False).end_step == 20
+
+
+def test_shipped_file_is_found_from_either_edition_and_missing_ones_say_where_to_open(tmp_path, monkeypatch):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "numerals.pt").write_bytes(b"weights")
+    (tmp_path / "notebooks" / "zh").mkdir(parents=True)
+    for folder in (tmp_path / "notebooks", tmp_path / "notebooks" / "zh"):
+        monkeypatch.chdir(folder)
+        assert wt.shipped_file("checkpoints", "numerals.pt").read_bytes() == b"weights"
+    with pytest.raises(FileNotFoundError, match=r"results/norm_runs.json is not in .*open the notebook from"):
+        wt.shipped_file("results", "norm_runs.json")

@@ -9,6 +9,7 @@ import importlib
 from . import backward, cost, distributed, gradients, memory
 from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_product_attention
 from .cache import DecodingCache, KVCache
+from .checkpoints import shipped_file
 from .config import GPTConfig, ModelConfig
 from .data import (
     PHRASES,
@@ -153,6 +154,7 @@ __all__ = [
     "set_language",
     "shape_map",
     "shape_table",
+    "shipped_file",
     "side_by_side",
     "sinusoidal_table",
     "smoothing_floor",

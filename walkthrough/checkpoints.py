@@ -30,6 +30,20 @@ KINDS = {
 COMMON_KEYS = ("settings", "step", "losses", "lrs", "schedule", "model", "sha256")
 
 
+def shipped_file(*parts: str) -> Path:
+    """A file shipped with the series, such as ``shipped_file("checkpoints", "numerals.pt")``.
+
+    Found from the working folder upwards, so the same line works in ``notebooks/`` and in the Chinese
+    edition's ``notebooks/zh/`` (the series' root is the first folder that holds ``parts``).
+    """
+    start = Path.cwd().resolve()
+    for folder in (start, *start.parents):
+        if (folder / Path(*parts)).exists():
+            return folder / Path(*parts)
+    raise FileNotFoundError(f"{Path(*parts)} is not in {start} or any folder above it: open the notebook from "
+                            "the series' folder (the one with notebooks/ and checkpoints/), or pass the path yourself")
+
+
 def check_checkpoint_path(path, for_writing: bool, name: str = "path") -> Path:
     """A checkpoint path, checked before any work: a file name in a folder that exists (``name`` is for messages)."""
     if not isinstance(path, (str, os.PathLike)):
