@@ -38,8 +38,9 @@ def get_language() -> str:
 
 
 def _(message: str) -> str:
-    """``message`` in the chosen language (gettext's marker, so Babel finds it)."""
-    return _translation.gettext(message)
+    """``message`` in the chosen language (gettext's marker, so Babel finds it); an empty text stays empty
+    (gettext would answer ``""`` with the catalog's header)."""
+    return _translation.gettext(message) if message else message
 
 
 def N_(message: str) -> str:

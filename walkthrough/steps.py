@@ -9,13 +9,16 @@ readable label (``Row.step == "scores Q·Kᵀ/√d_k"``), its named dims and its
 
 Dims use the general names (``H_kv`` for K/V heads, ``L_tgt`` for the decoder's length); a model class may
 rename them for its own trace with a ``dim_names`` mapping (the encoder-decoder has one K/V head per
-query head, so its ``H_kv`` reads ``H``; a GPT's ``L_tgt`` reads ``L``). A translated meaning (issue 20)
-joins as another field of ``Step``.
+query head, so its ``H_kv`` reads ``H``; a GPT's ``L_tgt`` reads ``L``). Labels and meanings are written in
+English here, marked ``N_`` so the catalog carries their translations; rows keep the English (code and tests
+find steps by it) and a table shows them through ``_`` in the language ``wt.set_language`` chose.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .i18n import N_
 
 
 @dataclass(frozen=True)
@@ -30,47 +33,50 @@ class Step:
 
 _TABLE = (
     # embedding (notebook 01)
-    Step("ids", "ids", "B L", "token ids, one row per sentence"),
-    Step("embedding", "embedding", "B L D", "each id looked up in the [V, D] table, times sqrt(D)"),
-    Step("positions", "+ positional encoding", "B L D", "plus the fixed PE row of each position: same shape"),
+    Step("ids", N_("ids"), "B L", N_("token ids, one row per sentence")),
+    Step("embedding", N_("embedding"), "B L D", N_("each id looked up in the [V, D] table, times sqrt(D)")),
+    Step("positions", N_("+ positional encoding"), "B L D", N_("plus the fixed PE row of each position: same shape")),
     # masks (notebook 03)
-    Step("padding_mask", "padding mask", "B 1 1 L_k", "True = a real token (may be attended to)"),
-    Step("causal_mask", "causal mask", "L_q L_k", "True on and below the diagonal: no peeking ahead"),
-    Step("self_mask", "target self-attention mask", "B 1 L_q L_k",
-         "a real key AND not in the future (a cached step asks with its newest rows only)"),
+    Step("padding_mask", N_("padding mask"), "B 1 1 L_k", N_("True = a real token (may be attended to)")),
+    Step("causal_mask", N_("causal mask"), "L_q L_k", N_("True on and below the diagonal: no peeking ahead")),
+    Step("self_mask", N_("target self-attention mask"), "B 1 L_q L_k",
+         N_("a real key AND not in the future (a cached step asks with its newest rows only)")),
     # attention (notebooks 02-04, 08, 09), in the order it runs
-    Step("q", "Q = X·W_q", "B L_q D", "queries, one D×D projection for all heads"),
-    Step("k", "K = X·W_k", "B L_k H_kv·d_k", "keys"),
-    Step("v", "V = X·W_v", "B L_k H_kv·d_k", "values"),
-    Step("q_view", "Q view", "B L H d_k", "the features cut into H heads of d_k"),
-    Step("k_view", "K view", "B L H_kv d_k", "the features cut into heads of d_k, one per K/V head"),
-    Step("v_view", "V view", "B L H_kv d_k", "the features cut into heads of d_k, one per K/V head"),
-    Step("q_transpose", "Q transpose", "B H L d_k", "heads moved next to batch: one matmul for all"),
-    Step("k_transpose", "K transpose", "B H_kv L d_k", "heads moved next to batch: one matmul for all"),
-    Step("v_transpose", "V transpose", "B H_kv L d_k", "heads moved next to batch: one matmul for all"),
-    Step("q_rotated", "Q rotated (RoPE)", "B H L_q d_k", "each pair of features turned by its position"),
-    Step("k_rotated", "K rotated (RoPE)", "B H_kv L_k d_k", "keys turned the same way: scores see distance"),
-    Step("k_cached", "K in the cache", "B H_kv L_k d_k", "every key so far (self) or the memory's keys (cross)"),
-    Step("k_grouped", "K shared by a group", "B H L_k d_k", "each K/V head repeated for its group of query heads"),
-    Step("v_grouped", "V shared by a group", "B H L_k d_k", "each K/V head repeated for its group of query heads"),
-    Step("scores", "scores Q·Kᵀ/√d_k", "B H L_q L_k", "how well each query matches each key"),
-    Step("weights", "attention weights", "B H L_q L_k", "softmax over keys: each row sums to 1"),
-    Step("context", "context = weights·V", "B H L_q d_k", "per head, a weighted mix of value vectors"),
-    Step("context_transpose", "context transpose", "B L H d_k", "heads back beside each other, per token"),
-    Step("merged", "heads merged", "B L D", "H heads of d_k concatenated back to D"),
-    Step("output", "output W_o", "B L_q D", "mixes the heads' results back into D features"),
+    Step("q", N_("Q = X·W_q"), "B L_q D", N_("queries, one D×D projection for all heads")),
+    Step("k", N_("K = X·W_k"), "B L_k H_kv·d_k", N_("keys")),
+    Step("v", N_("V = X·W_v"), "B L_k H_kv·d_k", N_("values")),
+    Step("q_view", N_("Q view"), "B L H d_k", N_("the features cut into H heads of d_k")),
+    Step("k_view", N_("K view"), "B L H_kv d_k", N_("the features cut into heads of d_k, one per K/V head")),
+    Step("v_view", N_("V view"), "B L H_kv d_k", N_("the features cut into heads of d_k, one per K/V head")),
+    Step("q_transpose", N_("Q transpose"), "B H L d_k", N_("heads moved next to batch: one matmul for all")),
+    Step("k_transpose", N_("K transpose"), "B H_kv L d_k", N_("heads moved next to batch: one matmul for all")),
+    Step("v_transpose", N_("V transpose"), "B H_kv L d_k", N_("heads moved next to batch: one matmul for all")),
+    Step("q_rotated", N_("Q rotated (RoPE)"), "B H L_q d_k", N_("each pair of features turned by its position")),
+    Step("k_rotated", N_("K rotated (RoPE)"), "B H_kv L_k d_k", N_("keys turned the same way: scores see distance")),
+    Step("k_cached", N_("K in the cache"), "B H_kv L_k d_k",
+         N_("every key so far (self) or the memory's keys (cross)")),
+    Step("k_grouped", N_("K shared by a group"), "B H L_k d_k",
+         N_("each K/V head repeated for its group of query heads")),
+    Step("v_grouped", N_("V shared by a group"), "B H L_k d_k",
+         N_("each K/V head repeated for its group of query heads")),
+    Step("scores", N_("scores Q·Kᵀ/√d_k"), "B H L_q L_k", N_("how well each query matches each key")),
+    Step("weights", N_("attention weights"), "B H L_q L_k", N_("softmax over keys: each row sums to 1")),
+    Step("context", N_("context = weights·V"), "B H L_q d_k", N_("per head, a weighted mix of value vectors")),
+    Step("context_transpose", N_("context transpose"), "B L H d_k", N_("heads back beside each other, per token")),
+    Step("merged", N_("heads merged"), "B L D", N_("H heads of d_k concatenated back to D")),
+    Step("output", N_("output W_o"), "B L_q D", N_("mixes the heads' results back into D features")),
     # the other sublayers (notebook 05)
-    Step("ffn_hidden", "FFN hidden, ReLU", "B L d_ff", "each token widened to d_ff features"),
-    Step("ffn_out", "FFN out", "B L D", "back to D features"),
-    Step("add_norm", "Add & Norm", "B L D", "residual sum, then LayerNorm over each token's D"),
-    Step("pre_norm", "LayerNorm, sublayer, Add", "B L D", "pre-norm: the residual path is left untouched"),
+    Step("ffn_hidden", N_("FFN hidden, ReLU"), "B L d_ff", N_("each token widened to d_ff features")),
+    Step("ffn_out", N_("FFN out"), "B L D", N_("back to D features")),
+    Step("add_norm", N_("Add & Norm"), "B L D", N_("residual sum, then LayerNorm over each token's D")),
+    Step("pre_norm", N_("LayerNorm, sublayer, Add"), "B L D", N_("pre-norm: the residual path is left untouched")),
     # stacks, head and loss (notebooks 06, 07)
-    Step("memory", "memory (final LayerNorm)", "B L_src D", "the encoder output, read by each decoder layer"),
-    Step("decoder_output", "decoder output (final LayerNorm)", "B L_tgt D", "one D-vector per position"),
-    Step("logits", "logits", "B L_tgt V", "a score for every vocabulary word at every position"),
-    Step("labels", "labels", "B L_tgt", "the next token's id at each position (not one-hot)"),
-    Step("logits_flat", "logits flattened", "B·L_tgt V", "one row per predicted token, for the loss"),
-    Step("labels_flat", "labels flattened", "B·L_tgt", "one class id per row; PAD rows ignored"),
+    Step("memory", N_("memory (final LayerNorm)"), "B L_src D", N_("the encoder output, read by each decoder layer")),
+    Step("decoder_output", N_("decoder output (final LayerNorm)"), "B L_tgt D", N_("one D-vector per position")),
+    Step("logits", N_("logits"), "B L_tgt V", N_("a score for every vocabulary word at every position")),
+    Step("labels", N_("labels"), "B L_tgt", N_("the next token's id at each position (not one-hot)")),
+    Step("logits_flat", N_("logits flattened"), "B·L_tgt V", N_("one row per predicted token, for the loss")),
+    Step("labels_flat", N_("labels flattened"), "B·L_tgt", N_("one class id per row; PAD rows ignored")),
 )
 # The names of a model with one K/V head per query head (no grouped-query attention): H_kv is H.
 ONE_KV_HEAD_PER_HEAD = {"H_kv": "H", "H_kv·d_k": "D"}

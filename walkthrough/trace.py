@@ -34,6 +34,7 @@ import functools
 import html
 import inspect
 import re
+import unicodedata
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from torch import nn
 
 from .config import GPTConfig, ModelConfig, check_positive_int
 from .gpt import GPT
+from .i18n import N_, _
 from .loss import sequence_loss
 from .model import Transformer
 from .recording import Recorder, Row, listening
@@ -180,7 +182,7 @@ def _shapes(values) -> tuple[tuple[int, ...], ...]:
 
 
 def _from(shapes: tuple[tuple[int, ...], ...]) -> str:
-    return "from " + ", ".join(str(list(s)) for s in shapes) if shapes else "new tensor"
+    return _("from {shapes}").format(shapes=", ".join(str(list(s)) for s in shapes)) if shapes else _("new tensor")
 
 
 @dataclass(frozen=True)
@@ -275,7 +277,7 @@ class _Tracer:
         if self.ops:
             inputs = _shapes(args)
             notes = [f"{flag}=True" for flag in _flags(op, args, kwargs)]
-            notes += [f"+{len(outputs) - 1} more outputs"] if len(outputs) > 1 else []
+            notes += [_("+{count} more outputs").format(count=len(outputs) - 1)] if len(outputs) > 1 else []
             meaning = _from(inputs) + (f" ({', '.join(notes)})" if notes else "")
             self.recorder.rows.append(OpRow(self.recorder.scopes[-1], name, outputs[0], "", meaning, inputs, outputs))
 
@@ -355,15 +357,15 @@ def trace_shapes(cfg: ModelConfig | GPTConfig, batch: int | None = None, src_len
     their source and target as one sequence of L_src + L_tgt = 14 tokens.
     """
     if not isinstance(cfg, (ModelConfig, GPTConfig)):
-        raise TypeError(f"cfg must be a walkthrough.ModelConfig (encoder–decoder) or GPTConfig (decoder-only), "
-                        f"got {type(cfg).__name__}")
+        raise TypeError(_("cfg must be a walkthrough.ModelConfig (encoder–decoder) or GPTConfig (decoder-only), "
+                          "got {type}").format(type=type(cfg).__name__))
     is_gpt = isinstance(cfg, GPTConfig)
     if is_gpt and (src_len is not None or tgt_len is not None):
-        raise ValueError("a GPTConfig traces one sequence: give its length as length=... (src_len and tgt_len are "
-                         "the encoder–decoder's, for a ModelConfig)")
+        raise ValueError(_("a GPTConfig traces one sequence: give its length as length=... (src_len and tgt_len "
+                           "are the encoder–decoder's, for a ModelConfig)"))
     if not is_gpt and length is not None:
-        raise ValueError("length= is the decoder-only model's one sequence (a GPTConfig); a ModelConfig takes "
-                         "src_len and tgt_len")
+        raise ValueError(_("length= is the decoder-only model's one sequence (a GPTConfig); a ModelConfig takes "
+                           "src_len and tgt_len"))
     batch = SOURCE_SIZES["batch"] if batch is None else batch
     check_positive_int("batch", batch)
     if not is_gpt:
@@ -384,17 +386,19 @@ def trace_shapes(cfg: ModelConfig | GPTConfig, batch: int | None = None, src_len
 def _check_length(name: str, value, max_len: int) -> None:
     check_positive_int(name, value)
     if value > max_len:
-        raise ValueError(f"{name}={value} is longer than max_len={max_len}; raise max_len or shorten {name}")
+        raise ValueError(_("{name}={value} is longer than max_len={max_len}; raise max_len or shorten {name}").format(
+            name=name, value=value, max_len=max_len))
 
 
 def _check_step(step, decoded_len, decoded_name: str, max_len: int) -> None:
     check_positive_int("step", step)
     if decoded_len is not None:
-        raise ValueError(f"step={step} already says how far the decoder has read ({step - 1} tokens in the cache "
-                         f"and the new one): leave {decoded_name} out")
+        raise ValueError(_("step={step} already says how far the decoder has read ({cached} tokens in the cache "
+                           "and the new one): leave {name} out").format(step=step, cached=step - 1, name=decoded_name))
     if step > max_len:
-        raise ValueError(f"step={step} feeds position {step - 1}, past max_len={max_len}: "
-                         f"choose step <= {max_len} or raise max_len")
+        raise ValueError(_("step={step} feeds position {position}, past max_len={max_len}: "
+                           "choose step <= {max_len} or raise max_len").format(step=step, position=step - 1,
+                                                                               max_len=max_len))
 
 
 # The traces themselves take checked sizes only, so remembering them per arguments is safe: a slider that
@@ -572,9 +576,9 @@ def _causal_flag_hint(module: nn.Module, kwargs: dict) -> str | None:
 def print_shape(label: str, tensor: torch.Tensor, dims: str) -> None:
     """Print one line: a label, the tensor's shape, and what each dim means (checked to match in number)."""
     if len(dims.split()) != tensor.dim():
-        raise ValueError(f"{label}: dims {dims!r} name {len(dims.split())} dims but the shape "
-                         f"{list(tensor.shape)} has {tensor.dim()}")
-    print(f"{label:<30} {list(tensor.shape)!s:<18} {dims}")
+        raise ValueError(_("{label}: dims {dims!r} name {count} dims but the shape {shape} has {ndim}").format(
+            label=label, dims=dims, count=len(dims.split()), shape=list(tensor.shape), ndim=tensor.dim()))
+    print(f"{_pad(label, 30)} {list(tensor.shape)!s:<18} {dims}")
 
 
 def by_step(rows) -> dict[tuple[str, str], Row]:
@@ -589,11 +593,12 @@ def by_step(rows) -> dict[tuple[str, str], Row]:
 def assert_shape(tensor: torch.Tensor, expected: tuple[int, ...]) -> None:
     """Assert a shape, d2l-style: a claim about a shape is a line that fails (AssertionError) if it is wrong."""
     if tuple(tensor.shape) != tuple(expected):
-        raise AssertionError(f"shape {list(tensor.shape)}, expected {list(expected)}")
+        raise AssertionError(_("shape {shape}, expected {expected}").format(shape=list(tensor.shape),
+                                                                             expected=list(expected)))
 
 
 _INDEXED = re.compile(r"^(?:(.*?)\.)?(\d+)(?:\.(.*))?$")  # the first numeric path part: stack, index, rest
-_NOTE = "(same steps as layer 0)"
+_NOTE = N_("(same steps as layer 0)")
 
 
 def _block(row: Row) -> tuple[str, int, str] | None:
@@ -643,7 +648,8 @@ def summarise(rows: tuple[Row, ...]) -> list[Row]:
 
 def _repeat_row(stack: str, layers: list[int]) -> Row:
     span = f"{min(layers)}" if len(layers) == 1 else f"{min(layers)}–{max(layers)}"
-    return Row(f"{stack}.{span}" if stack else span, _NOTE, (), "", f"{len(layers)} more layer(s), same shapes")
+    return Row(f"{stack}.{span}" if stack else span, _NOTE, (), "",
+               _("{count} more layer(s), same shapes").format(count=len(layers)))
 
 
 def _depth(where: str) -> int:
@@ -668,16 +674,17 @@ def shape_table(rows, *, depth: int | None = None, within: str | tuple[str, ...]
         for path in paths:
             if not any(r.where == path or r.where.startswith(path + ".") for r in rows):
                 modules = sorted({r.where for r in rows if isinstance(r, OpRow) and r.kind == "module"})[:8]
-                raise ValueError(f"within={path!r} matches no row's module path; paths look like "
-                                 f"{modules or sorted({r.where for r in rows})[:8]}")
+                raise ValueError(_("within={path!r} matches no row's module path; paths look like {paths}").format(
+                    path=path, paths=modules or sorted({r.where for r in rows})[:8]))
         rows = [r for r in rows if any(r.where == path or r.where.startswith(path + ".") for path in paths)]
     if steps is not None:
         labels = {STEPS[i].label: i for i in ((steps,) if isinstance(steps, str) else steps)}  # unknown id: KeyError
         missing = [f"{i!r} ({label!r})" for label, i in labels.items() if all(r.step != label for r in rows)]
         if missing:
             traced = list(dict.fromkeys(r.step for r in rows if not isinstance(r, OpRow)))
-            raise ValueError(f"steps: {', '.join(missing)} not traced{f' within {within!r}' if within else ''}; "
-                             f"the named steps there are {traced}")
+            where = _(" within {within!r}").format(within=within) if within else ""
+            raise ValueError(_("steps: {missing} not traced{where}; the named steps there are {traced}").format(
+                missing=", ".join(missing), where=where, traced=traced))
         rows = [r for r in rows if r.step in labels]
     if depth is not None:
         check_positive_int("depth", depth)
@@ -690,13 +697,30 @@ def _shape_text(row: Row) -> str:
     return str(list(row.shape)) if row.dims or isinstance(row, OpRow) else ""
 
 
+_HEADERS = (N_("where"), N_("step"), N_("shape"), N_("dims"), N_("meaning"))
+
+
+def _width(text: str) -> int:
+    """Columns ``text`` takes in a fixed-width font: a Chinese character takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - _width(text))
+
+
+def _cells(row: Row) -> tuple[str, str, str, str, str]:
+    """A row as a table shows it: step label and meaning in the chosen language (the row keeps the English)."""
+    return (row.where, _(row.step), _shape_text(row), row.dims, _(row.meaning))
+
+
 def format_table(rows: list[Row] | tuple[Row, ...]) -> str:
     """A fixed-width text table, for terminals and for nbval-checked cells."""
-    cells = [("where", "step", "shape", "dims", "meaning")]
-    cells += [(r.where, r.step, _shape_text(r), r.dims, r.meaning) for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(4)]
-    lines = ["  ".join(c[i].ljust(widths[i]) for i in range(4)) + "  " + c[4] for c in cells]
-    lines.insert(1, "-" * (sum(widths) + 8 + len("meaning")))
+    cells = [tuple(_(h) for h in _HEADERS)]
+    cells += [_cells(r) for r in rows]
+    widths = [max(_width(c[i]) for c in cells) for i in range(4)]
+    lines = ["  ".join(_pad(c[i], widths[i]) for i in range(4)) + "  " + c[4] for c in cells]
+    lines.insert(1, "-" * (sum(widths) + 8 + _width(cells[0][4])))
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -720,8 +744,9 @@ class ShapeTable:
         self._texts = tuple(h for h in self.highlight if h not in STEPS)
         unmarked = [h for h in self.highlight if not any(self._marks(h, r) for r in self.rows)]
         if unmarked:
-            raise ValueError(f"highlight {unmarked} marks no row: give a step id (wt.STEPS) or a text found in a "
-                             f"step or module path of these {len(self.rows)} rows")
+            raise ValueError(_("highlight {unmarked} marks no row: give a step id (wt.STEPS) or a text found in a "
+                               "step or module path of these {count} rows").format(unmarked=unmarked,
+                                                                                    count=len(self.rows)))
 
     @staticmethod
     def _marks(text: str, row: Row) -> bool:
@@ -734,11 +759,11 @@ class ShapeTable:
         return format_table(self.rows)
 
     def _table_html(self, rows) -> str:
-        head = "".join(f"<th style='text-align:left'>{h}</th>" for h in ("where", "step", "shape", "dims", "meaning"))
+        head = "".join(f"<th style='text-align:left'>{_(h)}</th>" for h in _HEADERS)
         body = []
         for r in rows:
             style = " style='background:#fff3b0;font-weight:bold'" if self._is_highlighted(r) else ""
-            cells = (r.where, r.step, _shape_text(r), r.dims, r.meaning)
+            cells = _cells(r)
             body.append(f"<tr{style}>" + "".join(f"<td style='text-align:left{nowrap}'>{html.escape(c)}</td>"
                                                  for c, nowrap in zip(cells, _NOWRAP)) + "</tr>")
         return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -748,9 +773,10 @@ class ShapeTable:
         focus = [r for r in self.rows if self._is_highlighted(r)]
         if not (self.fold and focus):
             return self._table_html(self.rows)
-        return (f"<p><b>This notebook's steps</b></p>{self._table_html(focus)}"
-                f"<details><summary>the whole map ({len(self.rows)} rows), these steps highlighted</summary>"
-                f"{self._table_html(self.rows)}</details>")
+        title = _("This notebook's steps")
+        summary = _("the whole map ({count} rows), these steps highlighted").format(count=len(self.rows))
+        return (f"<p><b>{title}</b></p>{self._table_html(focus)}"
+                f"<details><summary>{summary}</summary>{self._table_html(self.rows)}</details>")
 
 
 def shape_map(cfg: ModelConfig | GPTConfig | None = None, batch: int | None = None, src_len: int | None = None,
