@@ -137,14 +137,19 @@ def to_chinese_setup(text: str) -> str:
     return SET_LANGUAGE.sub(lambda m: f"{m.group(1)}{m.group(2)}zh{m.group(2)}{m.group(4)}", text)
 
 
-def cell_key(cell: dict) -> tuple:
-    """What alignment compares: a code cell by its tokens, a markdown cell only by being markdown."""
+def cell_key(cell: dict, english: bool) -> tuple:
+    """What alignment compares: a code cell by its tokens, a markdown cell by the English text it holds or was
+    translated from (its ``en_sha1``; a twin's cell without one matches by position between code cells)."""
     if cell["cell_type"] == "code":
         try:
             return ("code", tuple(code_tokens(source_text(cell))))
         except ValueError:
             return ("code", source_text(cell))
-    return (cell["cell_type"],)
+    return (cell["cell_type"], sha1(source_text(cell)) if english else cell["metadata"].get("en_sha1", "?"))
+
+
+def same_code(english_cell: dict, twin_cell: dict) -> bool:
+    return cell_key(english_cell, english=True) == cell_key(twin_cell, english=False)
 
 
 # --- making and updating a twin ----------------------------------------------------------------------------
@@ -176,8 +181,8 @@ def new_twin(english: dict) -> dict:
 def align(english_cells: list[dict], twin_cells: list[dict]) -> list[tuple[int | None, int | None]]:
     """Pairs (English index, twin index); None where one side has no partner (an insert or a removal)."""
     pairs = []
-    english_keys = [cell_key(c) for c in english_cells]
-    twin_keys = [cell_key(c) for c in twin_cells]
+    english_keys = [cell_key(c, english=True) for c in english_cells]
+    twin_keys = [cell_key(c, english=False) for c in twin_cells]
     matcher = difflib.SequenceMatcher(None, english_keys, twin_keys, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
@@ -217,7 +222,7 @@ def sync(english: dict, twin: dict) -> tuple[dict, list[str]]:
             cells.append(cell)
             continue
         cell = copy.deepcopy(twin_cells[z])
-        if cell["cell_type"] == "code" and cell_key(cell) != cell_key(english_cell):
+        if cell["cell_type"] == "code" and not same_code(english_cell, cell):
             replacement = twin_of(english_cell)
             replacement["id"] = cell.get("id", replacement.get("id"))
             replacement["metadata"]["translation"] = NEEDED
@@ -313,11 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help="notebooks (file name, stem or number); all if none")
     parser.add_argument("--check", action="store_true", help="report drift and exit 1 without writing")
     parser.add_argument("--todo", action="store_true", help="list cells still marked for translation")
+    parser.add_argument("--english-dir", type=Path, default=ENGLISH_DIR, help="default: notebooks/")
+    parser.add_argument("--chinese-dir", type=Path, default=CHINESE_DIR, help="default: notebooks/zh/")
     args = parser.parse_args(argv)
     if args.todo:
-        todo(args.names)
+        todo(args.names, args.english_dir, args.chinese_dir)
         return 0
-    return run(args.names, args.check)
+    return run(args.names, args.check, args.english_dir, args.chinese_dir)
 
 
 if __name__ == "__main__":

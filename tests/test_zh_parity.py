@@ -1,0 +1,244 @@
+"""The Chinese edition cannot drift: every notebooks/NN_x.ipynb has its twin notebooks/zh/NN_x.ipynb with the
+same cells in the same order, code identical token for token (string literals and comments may be Chinese),
+the same slides, every cell translated. tools/zh_sync.py repairs what these tests find (`make zh-sync`)."""
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import zh_sync  # noqa: E402
+
+ENGLISH = sorted((ROOT / "notebooks").glob("*.ipynb"))
+FIX = "run `make zh-sync` (tools/zh_sync.py) and translate the cells it marks"
+
+
+def markers(source: str) -> list[str]:
+    """The tool instructions in a cell's comments (NBVAL_IGNORE_OUTPUT, noqa): never translated or dropped."""
+    return [word for line in source.splitlines() if "#" in line
+            for word in line.split("#", 1)[1].split() if word.startswith(zh_sync.MARKERS)]
+
+
+def language(source: str) -> str | None:
+    match = zh_sync.SET_LANGUAGE.search(source)
+    return match.group(3) if match else None
+
+
+def parity_problems(english: dict, twin: dict) -> list[str]:
+    """Everything that keeps `twin` from being the Chinese twin of `english` (both notebooks as JSON dicts)."""
+    e_cells, z_cells = english["cells"], twin["cells"]
+    e_types, z_types = [c["cell_type"] for c in e_cells], [c["cell_type"] for c in z_cells]
+    if e_types != z_types:
+        first = next((i for i, (a, b) in enumerate(zip(e_types, z_types)) if a != b), min(len(e_types), len(z_types)))
+        return [f"the cell sequence differs ({len(e_cells)} English cells, {len(z_cells)} in the twin; first "
+                f"difference at cell {first}): {FIX}"]
+    problems = []
+    for index, (e, z) in enumerate(zip(e_cells, z_cells)):
+        e_text, z_text = zh_sync.source_text(e), zh_sync.source_text(z)
+        where = f"cell {index} ({e_text.strip().splitlines()[0][:50] if e_text.strip() else 'empty'!r})"
+        if e["cell_type"] == "code":
+            try:
+                same = zh_sync.code_tokens(e_text) == zh_sync.code_tokens(z_text)
+            except ValueError as error:
+                problems.append(f"{where}: {error}")
+                continue
+            if not same:
+                problems.append(f"{where}: the code differs from the English beyond strings and comments")
+            if markers(e_text) != markers(z_text):
+                problems.append(f"{where}: markers {markers(e_text)} in English, {markers(z_text)} in the twin")
+            if e_text.startswith("# NBVAL_IGNORE_OUTPUT") != z_text.startswith("# NBVAL_IGNORE_OUTPUT"):
+                problems.append(f"{where}: # NBVAL_IGNORE_OUTPUT must stay the cell's first line")
+        for key in zh_sync.SYNCED_METADATA:
+            if e["metadata"].get(key) != z["metadata"].get(key):
+                problems.append(f"{where}: {key} metadata {e['metadata'].get(key)} in English, "
+                                f"{z['metadata'].get(key)} in the twin")
+        if z["metadata"].get("translation") == zh_sync.NEEDED:
+            problems.append(f"{where}: still marked \"translation\": \"needed\"")
+        recorded = z["metadata"].get("en_sha1")
+        if e["cell_type"] == "markdown" and recorded not in (None, zh_sync.sha1(e_text)):
+            problems.append(f"{where}: the English text changed since it was translated: {FIX}")
+    e_languages = [language(zh_sync.source_text(c)) for c in e_cells if c["cell_type"] == "code"]
+    z_languages = [language(zh_sync.source_text(c)) for c in z_cells if c["cell_type"] == "code"]
+    if "en" not in e_languages:
+        problems.append('the English set-up cell must say wt.set_language("en")')
+    if "zh" not in z_languages or "en" in z_languages:
+        problems.append('the twin\'s set-up cell must say wt.set_language("zh") (and nothing "en")')
+    return problems
+
+
+def missing_twins(english_dir: Path, chinese_dir: Path) -> list[str]:
+    return [p.name for p in sorted(english_dir.glob("*.ipynb")) if not (chinese_dir / p.name).exists()]
+
+
+# --- the series -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ENGLISH, ids=[p.stem for p in ENGLISH])
+def test_twin_matches_the_english(path):
+    twin = zh_sync.CHINESE_DIR / path.name
+    assert twin.exists(), f"notebooks/{path.name} has no Chinese twin notebooks/zh/{path.name}: {FIX}"
+    problems = parity_problems(zh_sync.read_notebook(path), zh_sync.read_notebook(twin))
+    assert not problems, f"zh/{path.name}:\n" + "\n".join(problems)
+
+
+def test_no_twin_without_its_english_notebook():
+    orphans = sorted({p.name for p in zh_sync.CHINESE_DIR.glob("*.ipynb")} - {p.name for p in ENGLISH})
+    assert not orphans, f"twins whose English notebook is gone (rename or remove them too): {orphans}"
+
+
+# --- the checks can fail: small synthetic notebooks ---------------------------------------------------------
+
+def notebook(*cells) -> dict:
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(text) if kind == "code" else nbformat.v4.new_markdown_cell(text)
+        for kind, text in cells])
+    for cell in nb.cells:
+        cell.metadata["slideshow"] = {"slide_type": "slide"} if cell.source.startswith("#") else {}
+        if not cell.metadata["slideshow"]:
+            del cell.metadata["slideshow"]
+    return json.loads(nbformat.writes(nb))
+
+
+ENGLISH_SMALL = [
+    ("markdown", "# 99 · Shapes\n\nA batch of tokens."),
+    ("code", '%matplotlib inline\nimport walkthrough as wt\n\nwt.set_language("en")  # Chinese: "zh"\n'
+             'cfg = wt.ModelConfig.tiny()'),
+    ("markdown", "## Predict"),
+    ("code", '# NBVAL_IGNORE_OUTPUT\nwt.ask_shape("Shape of the scores?", (2, 4, 3, 3))  # predict first'),
+    ("code", 'x = torch.zeros(2, 3)\nprint(f"x is {x.shape} and {x.dtype}", "ok")'),
+    ("markdown", "## Recap"),
+]
+CHINESE_SMALL = [
+    ("markdown", "# 99 · 形状\n\n一批词元（token）。"),
+    ("code", '%matplotlib inline\nimport walkthrough as wt\n\nwt.set_language("zh")  # 英文版写 "en"\n'
+             'cfg = wt.ModelConfig.tiny()'),
+    ("markdown", "## 预测"),
+    ("code", '# NBVAL_IGNORE_OUTPUT\nwt.ask_shape("注意力分数的形状？", (2, 4, 3, 3))  # 先预测'),
+    ("code", 'x = torch.zeros(2, 3)\nprint(f"x 的类型是 {x.dtype}，形状是 {x.shape}",\n      "好")'),
+    ("markdown", "## 小结"),
+]
+
+
+def edited(cells, index, text):
+    cells = list(cells)
+    cells[index] = (cells[index][0], text)
+    return cells
+
+
+def test_a_faithful_translation_passes():
+    """Translated comments, prompts and labels (re-wrapped, f-string fields reordered) are not drift."""
+    assert parity_problems(notebook(*ENGLISH_SMALL), notebook(*CHINESE_SMALL)) == []
+
+
+@pytest.mark.parametrize("index, text, expected", [
+    (4, 'x = torch.zeros(2, 4)\nprint(f"x 的类型是 {x.dtype}，形状是 {x.shape}", "好")', "beyond strings"),
+    (4, 'x = torch.zeros(2, 3)\nprint(f"x 的类型是 {x.dtype}，形状是 {x.size()}", "好")', "beyond strings"),
+    (1, '%matplotlib widget\nimport walkthrough as wt\n\nwt.set_language("zh")\ncfg = wt.ModelConfig.tiny()',
+     "beyond strings"),
+    (1, '%matplotlib inline\nimport walkthrough as wt\n\nwt.set_language("en")\ncfg = wt.ModelConfig.tiny()',
+     'set_language("zh")'),
+    (3, 'wt.ask_shape("注意力分数的形状？", (2, 4, 3, 3))  # 先预测', "markers"),
+    (3, '# 先预测\n# NBVAL_IGNORE_OUTPUT\nwt.ask_shape("注意力分数的形状？", (2, 4, 3, 3))', "first line"),
+])
+def test_a_changed_code_cell_fails(index, text, expected):
+    problems = parity_problems(notebook(*ENGLISH_SMALL), notebook(*edited(CHINESE_SMALL, index, text)))
+    assert any(expected in p for p in problems), problems
+
+
+def test_a_reordered_or_missing_cell_fails():
+    reordered = [CHINESE_SMALL[i] for i in (0, 1, 3, 2, 4, 5)]
+    assert "cell sequence differs" in parity_problems(notebook(*ENGLISH_SMALL), notebook(*reordered))[0]
+    assert "cell sequence differs" in parity_problems(notebook(*ENGLISH_SMALL), notebook(*CHINESE_SMALL[:-1]))[0]
+    swapped_code = [CHINESE_SMALL[i] for i in (0, 1, 2, 4, 3, 5)]
+    assert any("beyond strings" in p for p in parity_problems(notebook(*ENGLISH_SMALL), notebook(*swapped_code)))
+
+
+def test_slide_metadata_and_pending_translations_fail():
+    twin = notebook(*CHINESE_SMALL)
+    del twin["cells"][2]["metadata"]["slideshow"]
+    twin["cells"][5]["metadata"]["translation"] = "needed"
+    problems = parity_problems(notebook(*ENGLISH_SMALL), twin)
+    assert any("slideshow metadata" in p for p in problems) and any("still marked" in p for p in problems)
+
+
+def test_a_missing_twin_is_found(tmp_path):
+    (tmp_path / "zh").mkdir()
+    for name in ("00_a.ipynb", "01_b.ipynb"):
+        (tmp_path / name).write_text(nbformat.writes(nbformat.v4.new_notebook()))
+    (tmp_path / "zh" / "00_a.ipynb").write_text(nbformat.writes(nbformat.v4.new_notebook()))
+    assert missing_twins(tmp_path, tmp_path / "zh") == ["01_b.ipynb"]
+
+
+# --- the sync tool repairs what the checks find, and leaves the Chinese prose alone -------------------------
+
+def write(path: Path, nb: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(zh_sync.dumps(nb), encoding="utf-8")
+
+
+def test_sync_creates_a_twin_marked_for_translation(tmp_path):
+    write(tmp_path / "99_small.ipynb", notebook(*ENGLISH_SMALL))
+    assert zh_sync.run([], check=True, english_dir=tmp_path, chinese_dir=tmp_path / "zh") == 1
+    assert not (tmp_path / "zh").exists(), "--check writes nothing"
+    assert zh_sync.run([], check=False, english_dir=tmp_path, chinese_dir=tmp_path / "zh") == 0
+    twin = zh_sync.read_notebook(tmp_path / "zh" / "99_small.ipynb")
+    assert 'wt.set_language("zh")' in zh_sync.source_text(twin["cells"][1])
+    assert zh_sync.needed_cells(twin) == [0, 1, 2, 3, 4, 5]
+    assert (tmp_path / "zh" / "99_small.ipynb").read_text(encoding="utf-8").endswith("}\n")
+    problems = parity_problems(notebook(*ENGLISH_SMALL), twin)
+    assert problems and all("still marked" in p for p in problems)
+
+
+def test_sync_repairs_drift_and_keeps_the_chinese(tmp_path):
+    english = notebook(*ENGLISH_SMALL[:4], ("markdown", "## A new idea"),
+                       ("code", "y = x.transpose(0, 1)  # the new step"), *ENGLISH_SMALL[4:])
+    english["cells"][4]["metadata"]["tags"] = ["new"]
+    write(tmp_path / "99_small.ipynb", english)
+    twin = notebook(*edited(CHINESE_SMALL, 4, 'x = torch.zeros(9)  # 旧的代码\nprint(f"{x.shape}", "好")'))
+    for cell, (kind, text) in zip(twin["cells"], ENGLISH_SMALL):  # as the tool records them
+        if kind == "markdown":
+            cell["metadata"]["en_sha1"] = zh_sync.sha1(text)
+    twin["cells"].insert(3, copy.deepcopy(twin["cells"][3]))  # a cell the English does not have
+    twin["cells"][3]["source"] = ["z = 0  # 多余的一格\n"]
+    write(tmp_path / "zh" / "99_small.ipynb", twin)
+    assert parity_problems(english, twin)
+
+    assert zh_sync.run([], check=False, english_dir=tmp_path, chinese_dir=tmp_path / "zh") == 0
+    synced = zh_sync.read_notebook(tmp_path / "zh" / "99_small.ipynb")
+    texts = [zh_sync.source_text(c) for c in synced["cells"]]
+    assert texts[0] == CHINESE_SMALL[0][1] and texts[2] == "## 预测" and texts[3] == CHINESE_SMALL[3][1]
+    assert texts[4] == "## A new idea" and texts[6] == ENGLISH_SMALL[4][1]
+    assert "z = 0" not in "".join(texts)
+    assert synced["cells"][4]["metadata"]["tags"] == ["new"]
+    problems = parity_problems(english, synced)
+    assert problems and all("still marked" in p for p in problems), problems
+    assert zh_sync.needed_cells(synced) == [4, 5, 6]
+    assert zh_sync.run([], check=True, english_dir=tmp_path, chinese_dir=tmp_path / "zh") == 0
+
+
+def test_sync_marks_prose_whose_english_changed(tmp_path):
+    english = notebook(*ENGLISH_SMALL)
+    twin = notebook(*CHINESE_SMALL)
+    twin["cells"][2]["metadata"]["en_sha1"] = zh_sync.sha1("## Predict")
+    english["cells"][2]["source"] = ["## Predict the shape"]
+    synced, changes = zh_sync.sync(english, twin)
+    assert zh_sync.source_text(synced["cells"][2]) == "## 预测", "the Chinese stays for its translator"
+    assert zh_sync.needed_cells(synced) == [2] and "English changed" in changes[0]
+
+
+def test_check_command_exits_1_on_drift_and_writes_nothing(tmp_path):
+    write(tmp_path / "99_small.ipynb", notebook(*ENGLISH_SMALL))
+    command = [sys.executable, str(ROOT / "tools" / "zh_sync.py"), "--english-dir", str(tmp_path),
+               "--chinese-dir", str(tmp_path / "zh")]
+    check = subprocess.run([*command, "--check", "99"], capture_output=True, text=True, timeout=None)
+    assert check.returncode == 1 and "no twin yet" in check.stdout and not (tmp_path / "zh").exists()
+    assert subprocess.run([*command, "99"], capture_output=True, text=True, timeout=None).returncode == 0
+    again = subprocess.run([*command, "--check"], capture_output=True, text=True, timeout=None)
+    assert again.returncode == 0 and "in step (6 cells marked for translation)" in again.stdout
+    wrong = subprocess.run([*command, "98"], capture_output=True, text=True, timeout=None)
+    assert wrong.returncode != 0 and "no English notebook '98'" in wrong.stderr
