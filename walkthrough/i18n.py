@@ -6,6 +6,7 @@ extracted and compiled with Babel. A notebook chooses its language once, in its 
 """
 
 import gettext
+import unicodedata
 from pathlib import Path
 
 LANGUAGES = ("en", "zh")
@@ -35,6 +36,16 @@ def set_language(language: str) -> None:
 def get_language() -> str:
     """The language chosen by ``set_language`` (``"en"`` until one is chosen)."""
     return _language
+
+
+def width(text: str) -> int:
+    """The columns ``text`` takes in a fixed-width font: a Chinese character takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def ljust(text: str, columns: int) -> str:
+    """``text`` padded with spaces to ``columns`` (``str.ljust`` counts a Chinese character as one)."""
+    return text + " " * (columns - width(text))
 
 
 def _(message: str) -> str:

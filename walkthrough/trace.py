@@ -34,7 +34,6 @@ import functools
 import html
 import inspect
 import re
-import unicodedata
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,7 +44,7 @@ from torch import nn
 
 from .config import GPTConfig, ModelConfig, check_positive_int
 from .gpt import GPT
-from .i18n import N_, _
+from .i18n import N_, _, ljust, width
 from .loss import sequence_loss
 from .model import Transformer
 from .recording import Recorder, Row, listening
@@ -578,7 +577,7 @@ def print_shape(label: str, tensor: torch.Tensor, dims: str) -> None:
     if len(dims.split()) != tensor.dim():
         raise ValueError(_("{label}: dims {dims!r} name {count} dims but the shape {shape} has {ndim}").format(
             label=label, dims=dims, count=len(dims.split()), shape=list(tensor.shape), ndim=tensor.dim()))
-    print(f"{_pad(label, 30)} {list(tensor.shape)!s:<18} {dims}")
+    print(f"{ljust(label, 30)} {list(tensor.shape)!s:<18} {dims}")
 
 
 def by_step(rows) -> dict[tuple[str, str], Row]:
@@ -700,15 +699,6 @@ def _shape_text(row: Row) -> str:
 _HEADERS = (N_("where"), N_("step"), N_("shape"), N_("dims"), N_("meaning"))
 
 
-def _width(text: str) -> int:
-    """Columns ``text`` takes in a fixed-width font: a Chinese character takes two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def _pad(text: str, width: int) -> str:
-    return text + " " * (width - _width(text))
-
-
 def _cells(row: Row) -> tuple[str, str, str, str, str]:
     """A row as a table shows it: step label and meaning in the chosen language (the row keeps the English)."""
     return (row.where, _(row.step), _shape_text(row), row.dims, _(row.meaning))
@@ -718,9 +708,9 @@ def format_table(rows: list[Row] | tuple[Row, ...]) -> str:
     """A fixed-width text table, for terminals and for nbval-checked cells."""
     cells = [tuple(_(h) for h in _HEADERS)]
     cells += [_cells(r) for r in rows]
-    widths = [max(_width(c[i]) for c in cells) for i in range(4)]
-    lines = ["  ".join(_pad(c[i], widths[i]) for i in range(4)) + "  " + c[4] for c in cells]
-    lines.insert(1, "-" * (sum(widths) + 8 + _width(cells[0][4])))
+    widths = [max(width(c[i]) for c in cells) for i in range(4)]
+    lines = ["  ".join(ljust(c[i], widths[i]) for i in range(4)) + "  " + c[4] for c in cells]
+    lines.insert(1, "-" * (sum(widths) + 8 + width(cells[0][4])))
     return "\n".join(line.rstrip() for line in lines)
 
 

@@ -20,6 +20,7 @@ import gc
 import html
 import io
 import math
+import re
 from collections.abc import Callable, Sequence
 
 import ipywidgets as widgets
@@ -35,6 +36,7 @@ from .decoding import next_token_probs
 from .distributed import check_global_batch, rank_memory, ring_all_reduce_bytes, shard_slice
 from .flash import flash_tiles
 from .gradients import GradientTable, parameter_gradients, trace_gradients
+from .i18n import _, ljust
 from .language_model import prompt_ids
 from .masks import causal_mask, padding_mask
 from .memory import crossover_length, training_memory
@@ -73,7 +75,7 @@ class Explorer(widgets.VBox):
         self._parts = widgets.Box(layout=widgets.Layout(display="flex", flex_flow="row wrap",
                                                         align_items="flex-start", flex="1 1 auto"))
         column = widgets.VBox(self.controls, layout=widgets.Layout(flex="0 0 auto", width="auto"))
-        prompt = widgets.HTML(f"<p style='margin:0 0 4px 0'><b>Predict first.</b> {html.escape(question)}</p>")
+        prompt = widgets.HTML(f"<p style='margin:0 0 4px 0'><b>{_('Predict first.')}</b> {html.escape(question)}</p>")
         body = widgets.HBox([column, self._parts], layout=widgets.Layout(align_items="flex-start"))
         super().__init__([prompt, body] if question else [body])
 
@@ -81,7 +83,8 @@ class Explorer(widgets.VBox):
         for w in self.controls:
             if w.description == name:
                 return w
-        raise KeyError(f"no control named {name!r}; the controls are {[w.description for w in self.controls]}")
+        raise KeyError(_("no control named {name!r}; the controls are {names}").format(
+            name=name, names=[w.description for w in self.controls]))
 
     def set_outputs(self, parts: Sequence[dict]) -> None:
         """Put one display output in each output area (adding areas as needed, emptying the rest)."""
@@ -156,8 +159,8 @@ def shape_explorer() -> Explorer:
                      slider("tgt_len", SIZES["tgt_len"], 1, 64), slider("d_model", BASE.d_model, 16, 1024, 16),
                      slider("heads", BASE.num_heads, 1, 16), slider("d_ff", BASE.d_ff, 16, 4096, 16),
                      slider("layers", BASE.num_layers, 1, 12), slider("vocab", BASE.tgt_vocab_size, 10, 50000, 10)],
-                    render, f"Before you move d_model from {BASE.d_model} to {BASE.d_model // 2}: which rows of the "
-                            f"table change shape, and which stay the same?")
+                    render, _("Before you move d_model from {d_model} to {half}: which rows of the table change "
+                              "shape, and which stay the same?").format(d_model=BASE.d_model, half=BASE.d_model // 2))
 
 
 def pe_explorer() -> Explorer:
@@ -165,7 +168,7 @@ def pe_explorer() -> Explorer:
     def render(length, d_model):
         return viz.pe_figure(length, d_model, layout=None)
     return explorer([slider("length", 50, 2, 200), slider("d_model", BASE.d_model, 4, 1024, 4)], render,
-                    "Before you move length from 50 to 100: do the first 50 rows of the table change?")
+                    _("Before you move length from 50 to 100: do the first 50 rows of the table change?"))
 
 
 def split_explorer() -> Explorer:
@@ -179,8 +182,8 @@ def split_explorer() -> Explorer:
         return viz.split_chain_figure(batch, src_len, d_model, heads, layout=None), table
     return explorer([slider("batch", SIZES["batch"], 1, 64), slider("src_len", SIZES["src_len"], 1, 32),
                      slider("d_model", BASE.d_model, 16, 1024, 16), slider("heads", BASE.num_heads, 1, 16)],
-                    render, f"Before you move heads from {BASE.num_heads} to {BASE.num_heads // 2}: what will K's "
-                            f"shape be after the transpose?")
+                    render, _("Before you move heads from {heads} to {half}: what will K's shape be after the "
+                              "transpose?").format(heads=BASE.num_heads, half=BASE.num_heads // 2))
 
 
 def scale_explorer() -> Explorer:
@@ -191,8 +194,8 @@ def scale_explorer() -> Explorer:
     choices = [2 ** p for p in range(2, 10)]  # 4 ... 512
     d_k = widgets.SelectionSlider(options=choices, value=BASE.d_k, description="d_k", continuous_update=False,
                                   style={"description_width": "initial"}, layout=widgets.Layout(width=CONTROLS_WIDTH))
-    return explorer([d_k], render, f"Before you move d_k from {BASE.d_k} to {BASE.d_k * 4}: will the unscaled score "
-                                   f"std double or grow four times?")
+    return explorer([d_k], render, _("Before you move d_k from {d_k} to {four_times}: will the unscaled score std "
+                                     "double or grow four times?").format(d_k=BASE.d_k, four_times=BASE.d_k * 4))
 
 
 def mask_explorer() -> Explorer:
@@ -200,18 +203,20 @@ def mask_explorer() -> Explorer:
     def render(tgt_len, len_1, len_2, len_3):
         lengths = (len_1, len_2, len_3)
         if max(lengths) > tgt_len:
-            raise ValueError(f"a sentence of {max(lengths)} tokens does not fit in tgt_len={tgt_len}: "
-                             f"raise tgt_len or shorten the sentence")
+            raise ValueError(_("a sentence of {length} tokens does not fit in tgt_len={tgt_len}: raise tgt_len or "
+                               "shorten the sentence").format(length=max(lengths), tgt_len=tgt_len))
         ids = torch.tensor([[1] * n + [0] * (tgt_len - n) for n in lengths])  # [3, L]; 0 = <pad>
         combined = padding_mask(ids, 0) & causal_mask(tgt_len)  # [3, 1, L, L]
         tokens = [f"t{i}" for i in range(tgt_len)]
-        return viz.mask_figure({f"sentence {b + 1} (length {n})": combined[b, 0] for b, n in enumerate(lengths)},
+        titles = [_("sentence {number} (length {length})").format(number=b + 1, length=n)
+                  for b, n in enumerate(lengths)]
+        return viz.mask_figure({title: combined[b, 0] for b, title in enumerate(titles)},
                                tokens, annotate=False, layout=None)
     length = SIZES["tgt_len"]
     return explorer([slider("tgt_len", length, 1, 10), slider("len_1", length, 1, 10),
                      slider("len_2", max(length - 1, 1), 1, 10), slider("len_3", 1, 1, 10)], render,
-                    f"Before you move len_2 from {max(length - 1, 1)} to {length}: which cells of sentence 2's mask "
-                    f"turn dark?")
+                    _("Before you move len_2 from {before} to {after}: which cells of sentence 2's mask turn "
+                      "dark?").format(before=max(length - 1, 1), after=length))
 
 
 @functools.cache
@@ -237,14 +242,14 @@ def cross_explorer() -> Explorer:
         table = shape_table(rows, within="decoder.layers.0.cross_attn", summarise_layers=False, highlight="scores")
         figure = Figure(figsize=(5.2, 3.4))
         viz.heatmap(weights, [f"y{i}" for i in range(tgt_len)], [f"x{j}" for j in range(src_len)],
-                    title=f"head 0: [L_tgt, L_src] = [{tgt_len}, {src_len}]", ax=figure.add_subplot(), cmap="Blues",
-                    vmin=0, xlabel="source position (key)", ylabel="target position (query)",
-                    colorbar_label="probability")
+                    title=_("head 0: [L_tgt, L_src] = [{tgt_len}, {src_len}]").format(tgt_len=tgt_len, src_len=src_len),
+                    ax=figure.add_subplot(), cmap="Blues", vmin=0, xlabel=_("source position (key)"),
+                    ylabel=_("target position (query)"), colorbar_label=_("probability"))
         figure.subplots_adjust(left=0.14, right=0.98, bottom=0.16, top=0.9)
         return figure, table
     return explorer([slider("src_len", SIZES["src_len"], 1, 20), slider("tgt_len", SIZES["tgt_len"], 1, 20)],
-                    render, f"Before you move src_len from {SIZES['src_len']} to 15: what shape will the "
-                            f"cross-attention scores have, and which side of the heatmap grows?")
+                    render, _("Before you move src_len from {src_len} to 15: what shape will the cross-attention "
+                              "scores have, and which side of the heatmap grows?").format(src_len=SIZES["src_len"]))
 
 
 def ffn_explorer() -> Explorer:
@@ -256,8 +261,8 @@ def ffn_explorer() -> Explorer:
         return table, _Text(format_costs(encoder_layer_costs(cfg, SIZES["batch"], src_len)))
     return explorer([slider("d_model", BASE.d_model, 16, 1024, 16), slider("d_ff", BASE.d_ff, 16, 8192, 16),
                      slider("src_len", SIZES["src_len"], 1, 512)], render,
-                    f"Before you move d_ff from {BASE.d_ff} to {BASE.d_ff * 2}: by how much does the feed-forward "
-                    f"parameter count grow?")
+                    _("Before you move d_ff from {d_ff} to {double}: by how much does the feed-forward parameter "
+                      "count grow?").format(d_ff=BASE.d_ff, double=BASE.d_ff * 2))
 
 
 def output_head_explorer() -> Explorer:
@@ -267,8 +272,8 @@ def output_head_explorer() -> Explorer:
         return shape_table(rows, steps=("decoder_output", "logits", "labels", "logits_flat", "labels_flat"))
     return explorer([slider("batch", SIZES["batch"], 1, 128), slider("tgt_len", SIZES["tgt_len"], 1, 32),
                      slider("vocab", BASE.tgt_vocab_size, 10, 50000, 10)], render,
-                    f"Before you move vocab from {BASE.tgt_vocab_size} to 10000: what will the logits' shape be, "
-                    f"and the labels'?")
+                    _("Before you move vocab from {vocab} to 10000: what will the logits' shape be, and the "
+                      "labels'?").format(vocab=BASE.tgt_vocab_size))
 
 
 def translation_explorer(trainer) -> Explorer:
@@ -276,20 +281,20 @@ def translation_explorer(trainer) -> Explorer:
     def render(number):
         zh = chinese_numeral(number)
         guess, truth = trainer.translate([zh])[0], english_words(number)
-        verdict = "✓ correct" if guess == truth else f"✗ expected: {truth}"
-        summary = _Text(f"{number:,}   {zh}\nmodel:  {guess}\n{verdict}")
+        verdict = _("✓ correct") if guess == truth else _("✗ expected: {truth}").format(truth=truth)
+        summary = _Text(f"{number:,}   {zh}\n" + _("model:  {guess}").format(guess=guess) + f"\n{verdict}")
         weights, predicted, source = cross_attention_map(trainer, zh, guess)
         figure = Figure(figsize=(min(2 + 0.4 * len(source), 8), min(1.6 + 0.3 * len(predicted), 5)))
         viz.heatmap(weights, predicted, source, ax=figure.add_subplot(), cmap="Blues", vmin=0,
-                    xlabel="source (key)", ylabel="predicting (query)", colorbar_label="probability",
-                    title="last decoder layer's cross-attention, mean over heads")
+                    xlabel=_("source (key)"), ylabel=_("predicting (query)"), colorbar_label=_("probability"),
+                    title=_("last decoder layer's cross-attention, mean over heads"))
         figure.subplots_adjust(left=0.25, right=0.98, bottom=0.2, top=0.88)
         return summary, figure  # the verdict next to the number typed, the picture beside it
     number = widgets.BoundedIntText(value=3_056_070, min=0, max=MAX_NUMBER, description="number",
                                     style={"description_width": "initial"},
                                     layout=widgets.Layout(width=CONTROLS_WIDTH))
-    return explorer([number], render, "Before you type a number: which Chinese characters should the model "
-                                      "look at when it writes 'thousand'?")
+    return explorer([number], render, _("Before you type a number: which Chinese characters should the model "
+                                        "look at when it writes 'thousand'?"))
 
 
 def _output(part) -> dict:
@@ -346,17 +351,19 @@ def gqa_explorer() -> Explorer:
                             steps=("q_transpose", "k", "k_view", "k_transpose", "v", "v_view", "v_transpose",
                                    *grouped, "scores"),
                             highlight=("k_transpose", "v_transpose"))
-        summary = _Text(f"K and V per layer   {list(costs.k_shape)}  [B, H_kv, L, d_k]\n"
-                        f"query heads per K/V head   {heads // kv_heads}\n"
-                        f"attention weights per layer   {costs.attention_parameters:,}"
-                        f"  (with {heads} K/V heads: {full.attention_parameters:,})\n"
-                        f"KV cache per token, {layers} layers   {costs.kv_bytes_per_token:,} bytes"
-                        f"  (with {heads} K/V heads: {full.kv_bytes_per_token:,}; ÷{heads // kv_heads})")
+        summary = _Text(_("K and V per layer   {k_shape}  [B, H_kv, L, d_k]\n"
+                          "query heads per K/V head   {group}\n"
+                          "attention weights per layer   {weights:,}  (with {heads} K/V heads: {full_weights:,})\n"
+                          "KV cache per token, {layers} layers   {cache:,} bytes  (with {heads} K/V heads: "
+                          "{full_cache:,}; ÷{group})").format(
+            k_shape=list(costs.k_shape), group=heads // kv_heads, weights=costs.attention_parameters, heads=heads,
+            full_weights=full.attention_parameters, layers=layers, cache=costs.kv_bytes_per_token,
+            full_cache=full.kv_bytes_per_token))
         return table, summary, viz.sharing_figure(kv_sharing(heads, kv_heads), layout=None)
     return explorer([slider("heads", BASE.num_heads, 1, 16), slider("kv_heads", BASE.num_heads, 1, 16),
                      slider("d_model", BASE.d_model, 16, 1024, 16), slider("layers", BASE.num_layers, 1, 12)],
-                    render, f"Before you move kv_heads from {BASE.num_heads} to 2: what will K's shape be, and by "
-                            f"how much does the KV cache per token shrink? Then try kv_heads 3.")
+                    render, _("Before you move kv_heads from {heads} to 2: what will K's shape be, and by how much "
+                              "does the KV cache per token shrink? Then try kv_heads 3.").format(heads=BASE.num_heads))
 
 
 def cache_explorer() -> Explorer:
@@ -373,17 +380,19 @@ def cache_explorer() -> Explorer:
                 held["cross" if r.where.endswith("cross_attn") else "self"] += 2 * layers * 4 * math.prod(r.shape)
         figure = viz.cache_figure(layers, step, src_len)
         d_k = d_model // heads
-        summary = _Text(f"self cache  2 × {layers} layers × {batch} × {heads} heads × {step} × {d_k} × 4 bytes "
-                        f"= {held['self']:,} bytes\n"
-                        f"cross cache 2 × {layers} layers × {batch} × {heads} heads × {src_len} × {d_k} × 4 bytes "
-                        f"= {held['cross']:,} bytes\n"
-                        f"each new token adds {held['self'] // step:,} bytes to the self cache")
+        summary = _Text(_("self cache  2 × {layers} layers × {batch} × {heads} heads × {step} × {d_k} × 4 bytes "
+                          "= {self_bytes:,} bytes\n"
+                          "cross cache 2 × {layers} layers × {batch} × {heads} heads × {src_len} × {d_k} × 4 bytes "
+                          "= {cross_bytes:,} bytes\n"
+                          "each new token adds {per_token:,} bytes to the self cache").format(
+            layers=layers, batch=batch, heads=heads, step=step, d_k=d_k, src_len=src_len, self_bytes=held["self"],
+            cross_bytes=held["cross"], per_token=held["self"] // step))
         return table, figure, summary
     return explorer([slider("step", 5, 1, 64), slider("batch", SIZES["batch"], 1, 128),
                      slider("src_len", SIZES["src_len"], 1, 32), slider("d_model", BASE.d_model, 16, 1024, 16),
                      slider("heads", BASE.num_heads, 1, 16), slider("layers", BASE.num_layers, 1, 12)], render,
-                    "Before you move step from 5 to 6: which shapes in the table change, which stay, and how many "
-                    "bytes does the self-attention cache grow by?")
+                    _("Before you move step from 5 to 6: which shapes in the table change, which stay, and how many "
+                      "bytes does the self-attention cache grow by?"))
 
 
 def torch_transformer_explorer() -> Explorer:
@@ -398,8 +407,8 @@ def torch_transformer_explorer() -> Explorer:
                             highlight=("aten.linear", "aten.scaled_dot_product_attention")))
     return explorer([slider("d_model", BASE.d_model, 64, 1024, 64), slider("heads", BASE.num_heads, 1, 16),
                      slider("layers", BASE.num_layers, 1, 12), slider("src_len", SIZES["src_len"], 1, 64)], render,
-                    "Before you move heads from 8 to 4: what shape will PyTorch's fused attention get? "
-                    "Which rows change only when you move d_model?")
+                    _("Before you move heads from 8 to 4: what shape will PyTorch's fused attention get? "
+                      "Which rows change only when you move d_model?"))
 
 
 def flash_explorer() -> Explorer:
@@ -411,19 +420,21 @@ def flash_explorer() -> Explorer:
         diagonal = sum(tile.diagonal for tile in tiles)
         row = torch.randn(L_k, generator=torch.Generator().manual_seed(0)) * 2  # one query row's scores, fixed
         heads = BASE.num_heads
-        summary = _Text(f"computed  {len(tiles)} of {total}\n"
-                        f"skipped   {total - len(tiles)}\n"
-                        f"diagonal  {diagonal}\n"
-                        f"scores    {4 * heads * L_q * L_k / 1024:,.0f} KiB\n"
-                        f"one tile  {4 * heads * min(block_q, L_q) * min(block_k, L_k):,} B")
+        summary = _Text(_("computed  {computed} of {total}\n"
+                          "skipped   {skipped}\n"
+                          "diagonal  {diagonal}\n"
+                          "scores    {scores_kib:,.0f} KiB\n"
+                          "one tile  {tile_bytes:,} B").format(
+            computed=len(tiles), total=total, skipped=total - len(tiles), diagonal=diagonal,
+            scores_kib=4 * heads * L_q * L_k / 1024, tile_bytes=4 * heads * min(block_q, L_q) * min(block_k, L_k)))
         return (viz.tile_grid_figure(L_q, L_k, block_q, block_k, causal, layout=None, size=(3.9, 3.6)), summary,
                 viz.online_softmax_figure(row, block_k, layout=None, size=(5.4, 3.4)))
     causal = widgets.Checkbox(value=True, description="causal", indent=False,
                               layout=widgets.Layout(width=CONTROLS_WIDTH))
     return explorer([slider("L_q", 64, 1, 256), slider("L_k", 64, 1, 256), slider("block_q", 16, 1, 64),
                      slider("block_k", 16, 1, 64), causal], render,
-                    "Before you halve both blocks from 16 to 8 (causal, L = 64): how many tiles will be computed, "
-                    "and does the share skipped grow or shrink?")
+                    _("Before you halve both blocks from 16 to 8 (causal, L = 64): how many tiles will be computed, "
+                      "and does the share skipped grow or shrink?"))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -443,14 +454,15 @@ def gradient_explorer() -> Explorer:
                 and (r.forward.where.startswith("encoder.layers.0.") or r.forward.step == STEPS["logits"].label)]
         weights = dict((name, grad) for name, _, grad in parameter_gradients(cfg, batch, L, L))
         w_q = weights["encoder.layers.0.self_attn.w_q.weight"]
-        summary = _Text(f"W_q's gradient   {list(w_q)}  (the weight's shape)\n"
-                        f"rows summed into it   B·L = {batch}·{L} = {batch * L}\n"
-                        f"scores' gradient   B·H·L·L = {batch * heads * L * L:,} numbers")
+        summary = _Text(_("W_q's gradient   {shape}  (the weight's shape)\n"
+                          "rows summed into it   B·L = {batch}·{L} = {rows}\n"
+                          "scores' gradient   B·H·L·L = {numbers:,} numbers").format(
+            shape=list(w_q), batch=batch, L=L, rows=batch * L, numbers=batch * heads * L * L))
         return GradientTable(rows, highlight=("scores",)), summary
     return explorer([slider("batch", SIZES["batch"], 1, 128), slider("L", SIZES["src_len"], 1, 64),
                      slider("d_model", BASE.d_model, 16, 1024, 16), slider("heads", BASE.num_heads, 1, 16)], render,
-                    "Before you move batch from 32 to 64: which gradient shapes change, and what happens to "
-                    "W_q's gradient? Then move heads from 8 to 4: what is d_scores now?")
+                    _("Before you move batch from 32 to 64: which gradient shapes change, and what happens to "
+                      "W_q's gradient? Then move heads from 8 to 4: what is d_scores now?"))
 
 
 def memory_explorer() -> Explorer:
@@ -464,18 +476,21 @@ def memory_explorer() -> Explorer:
         weights_and_adam = table.parameters + table.optimizer
         crossing = crossover_length(cfg, batch)
         weights = dict(table.terms)["attention weights [B, H, L_q, L_k]"]
-        summary = _Text(f"saved activations   {table.activations / 1e6:,.1f} MB\n"
-                        f"  of which attention weights   {weights / 1e6:,.1f} MB\n"
-                        f"parameters + Adam   {weights_and_adam / 1e6:,.1f} MB\n"
-                        f"gradients           {table.gradients / 1e6:,.1f} MB\n"
-                        f"activations pass parameters + Adam at L = "
-                        f"{crossing if crossing is not None else f'never (up to {cfg.max_len})'}")
+        crossing_text = (str(crossing) if crossing is not None
+                         else _("never (up to {max_len})").format(max_len=cfg.max_len))
+        summary = _Text(_("saved activations   {activations:,.1f} MB\n"
+                          "  of which attention weights   {weights:,.1f} MB\n"
+                          "parameters + Adam   {weights_and_adam:,.1f} MB\n"
+                          "gradients           {gradients:,.1f} MB\n"
+                          "activations pass parameters + Adam at L = {crossing}").format(
+            activations=table.activations / 1e6, weights=weights / 1e6, weights_and_adam=weights_and_adam / 1e6,
+            gradients=table.gradients / 1e6, crossing=crossing_text))
         figure = viz.memory_figure(lengths, [t.activations for t in tables], weights_and_adam, L, batch, layout=None)
         return figure, summary
     return explorer([slider("batch", SIZES["batch"], 1, 256), slider("L", SIZES["src_len"], 2, 512, 2),
                      slider("d_model", BASE.d_model, 64, 1024, 64), slider("layers", BASE.num_layers, 1, 12)], render,
-                    "Before you move batch from 32 to 64: does the L at which the activations pass the weights and "
-                    "Adam's state go up or down? And what does doubling L do to the attention weights' bytes?")
+                    _("Before you move batch from 32 to 64: does the L at which the activations pass the weights "
+                      "and Adam's state go up or down? And what does doubling L do to the attention weights' bytes?"))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -492,24 +507,29 @@ def data_parallel_explorer() -> Explorer:
     rank holds for training the source articles' model under DDP and the ZeRO stages (FSDP = stage 3)."""
     def render(world_size, batch):
         rows = [shard_slice(batch, world_size, rank) for rank in range(world_size)]
-        shown = [f"rank {r}: rows {s.start}-{s.stop - 1}, src [{s.stop - s.start}, {SIZES['src_len']}]"
-                 for r, s in enumerate(rows[:4])] + ([f"... {world_size - 4} ranks more"] if world_size > 4 else [])
+        shown = [_("rank {rank}: rows {first}-{last}, src [{count}, {src_len}]").format(
+                     rank=r, first=s.start, last=s.stop - 1, count=s.stop - s.start, src_len=SIZES["src_len"])
+                 for r, s in enumerate(rows[:4])]
+        shown += [_("... {count} ranks more").format(count=world_size - 4)] if world_size > 4 else []
         try:
             check_global_batch(batch, world_size)
-            verdict = "torchrun -m walkthrough train takes this batch"
+            verdict = _("torchrun -m walkthrough train takes this batch")
         except ValueError as err:
-            verdict = f"torchrun -m walkthrough train refuses it: {str(err).split(':')[0]}"
+            reason = re.split("[:：]", str(err))[0]  # the message's first clause, in either language
+            verdict = _("torchrun -m walkthrough train refuses it: {reason}").format(reason=reason)
         parameters = _source_parameters()
         sent = ring_all_reduce_bytes(4 * parameters, world_size)
         memory = [rank_memory(parameters, world_size, stage) for stage in range(4)]
-        names = ["DDP", "ZeRO-1 (optimizer)", "ZeRO-2 (+ gradients)", "ZeRO-3 / FSDP (+ weights)"]
-        table = "\n".join(f"{name:<27}{m.total / 1e9:6.2f} GB" for name, m in zip(names, memory))
-        return _Text("\n".join(shown) + f"\n{verdict}\n\nsource model, {parameters / 1e6:.0f} M weights:\n"
-                     f"each step, each rank sends {sent / 1e6:,.0f} MB (ring all-reduce)\n"
-                     f"held per rank (weights, gradients, Adam):\n{table}")
+        names = ["DDP", _("ZeRO-1 (optimizer)"), _("ZeRO-2 (+ gradients)"), _("ZeRO-3 / FSDP (+ weights)")]
+        table = "\n".join(f"{ljust(name, 27)}{m.total / 1e9:6.2f} GB" for name, m in zip(names, memory))
+        return _Text("\n".join(shown) + f"\n{verdict}\n\n" + _(
+            "source model, {millions:.0f} M weights:\n"
+            "each step, each rank sends {megabytes:,.0f} MB (ring all-reduce)\n"
+            "held per rank (weights, gradients, Adam):").format(millions=parameters / 1e6, megabytes=sent / 1e6)
+            + f"\n{table}")
     return explorer([slider("world_size", 2, 1, 16), slider("batch", 64, 1, 256)], render,
-                    "Before you move world_size from 2 to 8: does the bytes each rank sends per step go up, down, "
-                    "or stay? And what does a rank hold under FSDP?")
+                    _("Before you move world_size from 2 to 8: does the bytes each rank sends per step go up, down, "
+                      "or stay? And what does a rank hold under FSDP?"))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -531,11 +551,13 @@ def sampling_explorer(model, vocab, text: str = "三百零五") -> Explorer:
         survivors = [(vocab.itos[i], float(kept[i])) for i in kept.argsort(descending=True, stable=True).tolist()
                      if kept[i] > 0]
         lines = "\n".join(f"  {word:<10} {p:.3f}" for word, p in survivors[:5])
-        more = f"\n  ... {len(survivors) - 5} more" if len(survivors) > 5 else ""
-        summary = _Text(f"prompt: {text} <sep>\n"
-                        f"entropy, model:        {entropy(model_probs):.3f} nats\n"
-                        f"entropy, sampled from: {entropy(kept):.3f} nats\n"
-                        f"tokens left: {len(survivors)} of {vocab_size}\n{lines}{more}")
+        more = "\n  " + _("... {count} more").format(count=len(survivors) - 5) if len(survivors) > 5 else ""
+        summary = _Text(_("prompt: {text} <sep>\n"
+                          "entropy, model:        {model_entropy:.3f} nats\n"
+                          "entropy, sampled from: {kept_entropy:.3f} nats\n"
+                          "tokens left: {left} of {vocab_size}").format(
+            text=text, model_entropy=entropy(model_probs), kept_entropy=entropy(kept), left=len(survivors),
+            vocab_size=vocab_size) + f"\n{lines}{more}")
         return viz.next_token_figure(model_probs, kept, vocab.itos, layout=None), summary
 
     temperature = widgets.FloatSlider(value=1.0, min=0.0, max=8.0, step=0.25, description="temperature",
@@ -545,5 +567,5 @@ def sampling_explorer(model, vocab, text: str = "三百零五") -> Explorer:
                                 continuous_update=False, style={"description_width": "initial"},
                                 layout=widgets.Layout(width=CONTROLS_WIDTH))
     return explorer([temperature, slider("top_k", vocab_size, 1, vocab_size), top_p], render,
-                    "Before you raise the temperature from 1 to 4: does the entropy go up or down, and does "
-                    "top_p = 0.9 then keep more tokens or fewer?")
+                    _("Before you raise the temperature from 1 to 4: does the entropy go up or down, and does "
+                      "top_p = 0.9 then keep more tokens or fewer?"))
