@@ -75,7 +75,8 @@ class Explorer(widgets.VBox):
         self._parts = widgets.Box(layout=widgets.Layout(display="flex", flex_flow="row wrap",
                                                         align_items="flex-start", flex="1 1 auto"))
         column = widgets.VBox(self.controls, layout=widgets.Layout(flex="0 0 auto", width="auto"))
-        prompt = widgets.HTML(f"<p style='margin:0 0 4px 0'><b>{_('Predict first.')}</b> {html.escape(question)}</p>")
+        predict = _("Predict first.")
+        prompt = widgets.HTML(f"<p style='margin:0 0 4px 0'><b>{predict}</b> {html.escape(question)}</p>")
         body = widgets.HBox([column, self._parts], layout=widgets.Layout(align_items="flex-start"))
         super().__init__([prompt, body] if question else [body])
 
