@@ -4,9 +4,11 @@ the same slides, every cell translated. tools/zh_sync.py repairs what these test
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 import pytest
@@ -242,3 +244,116 @@ def test_check_command_exits_1_on_drift_and_writes_nothing(tmp_path):
     assert again.returncode == 0 and "in step (6 cells marked for translation)" in again.stdout
     wrong = subprocess.run([*command, "98"], capture_output=True, text=True, timeout=None)
     assert wrong.returncode != 0 and "no English notebook '98'" in wrong.stderr
+
+
+# --- the glossary (docs/glossary.md): its terms, introduced at first use in every Chinese notebook --------------
+
+GLOSSARY = ROOT / "docs" / "glossary.md"
+TWINS = sorted(zh_sync.CHINESE_DIR.glob("*.ipynb"))
+CJK = r"\u3400-\u9fff"
+BRACKETED = re.compile(rf"[{CJK}/、／ ·–—-]{{0,10}}[（(]([^）)]*)[）)]")
+
+
+class Term(NamedTuple):
+    english: tuple[str, ...]   # "feed-forward network (FFN)" -> ("feed-forward network", "FFN")
+    chinese: tuple[str, ...]   # "查询 / 键 / 值" -> ("查询", "键", "值")
+    where: str                 # the English notebook that first uses it ("—" if none)
+
+    @property
+    def checked(self) -> tuple[str, ...]:
+        """The Chinese forms the first-use rule checks: not one character, not the English word itself."""
+        return tuple(form for form in self.chinese if len(form) > 1 and form not in self.english)
+
+
+def glossary(text: str | None = None) -> list[Term]:
+    rows = re.findall(r"^\| (?!English |---)(.+?) \| (.+?) \| (.+?) \|$", text or GLOSSARY.read_text(), re.M)
+    terms = []
+    for english, chinese, where in rows:
+        named = re.match(r"(.*?)\s*\((.*)\)$", english)
+        parts = named.groups() if named else (english,)
+        terms.append(Term(tuple(form for part in parts for form in re.split(r"\s*[,/]\s*", part) if form),
+                          tuple(chinese.split(" / ")), where))
+    return terms
+
+
+def prose(notebook: dict, titles: bool = True) -> str:
+    """What a reader reads as text: markdown cells without code blocks, code spans, link targets or comments;
+    without titles, also without headings and link texts (names of places, where the first-use rule waits for
+    the sentence that follows)."""
+    text = "\n".join(zh_sync.source_text(c) for c in notebook["cells"] if c["cell_type"] == "markdown")
+    patterns = [r"```.*?```", r"`[^`\n]*`", r"<!--.*?-->"]
+    patterns += [r"\]\([^)]*\)"] if titles else [r"^#+ .*$", r"\[[^\]]*\]\([^)]*\)"]
+    for pattern in patterns:
+        text = re.sub(pattern, " ", text, flags=re.S | re.M)
+    return text
+
+
+def uses_english(text: str, term: Term) -> bool:
+    return any(re.search(rf"(?<![A-Za-z-]){re.escape(form).replace(chr(92) + ' ', '[ -]')}(?:s|es)?(?![A-Za-z])",
+                         text, re.I) for form in term.english)
+
+
+def chinese_uses(text: str, terms: list[Term]) -> list[tuple[int, int, Term]]:
+    """Every use of a checked Chinese form, longest form first where they overlap: (start, end, term)."""
+    found = []
+    for term in terms:
+        for form in term.checked:
+            pattern = re.escape(form).replace(re.escape(" "), r"\s?")
+            found += [(m.start(), m.end(), term) for m in re.finditer(pattern, text)]
+    uses, taken_until = [], -1
+    for start, end, term in sorted(found, key=lambda use: (use[0], -(use[1] - use[0]))):
+        if start >= taken_until:
+            uses.append((start, end, term))
+            taken_until = end
+    return uses
+
+
+def first_use_problems(text: str, terms: list[Term]) -> list[str]:
+    """Each term whose first Chinese use is not followed by its English in brackets."""
+    problems, seen = [], set()
+    squash = lambda s: re.sub(r"[\s\-–]", "", s).lower()  # noqa: E731
+    for start, end, term in chinese_uses(text, terms):
+        if term in seen:
+            continue
+        seen.add(term)
+        bracket = BRACKETED.match(text, end)
+        if not (bracket and any(squash(form) in squash(bracket.group(1)) for form in term.english)):
+            context = text[max(0, start - 15):end + 15].replace("\n", " ")
+            problems.append(f"{text[start:end]} first used without its English: write "
+                            f"{text[start:end]}（{term.english[0]}） here: …{context}…")
+    return problems
+
+
+def test_glossary_says_where_each_term_is_first_met():
+    terms = glossary()
+    assert len(terms) >= 50 and len({t.chinese for t in terms}) == len(terms), "one row per term"
+    english_prose = [(p.name[:2], prose(zh_sync.read_notebook(p))) for p in ENGLISH]
+    for term in terms:
+        first = next((number for number, text in english_prose if uses_english(text, term)), "—")
+        assert term.where == first, f"docs/glossary.md: {term.english[0]} is first met in {first}, not {term.where}"
+
+
+@pytest.mark.parametrize("path", TWINS, ids=[p.stem for p in TWINS])
+def test_twin_introduces_glossary_terms_at_first_use(path):
+    notebook = zh_sync.read_notebook(path)
+    problems = first_use_problems(prose(notebook, titles=False), glossary())
+    used = {term for _, _, term in chinese_uses(prose(notebook), glossary())}
+    problems += [f"{term.chinese[0]} ({term.english[0]}) is first met in this notebook, but its prose never says it"
+                 for term in glossary() if term.where == path.name[:2] and term.checked and term not in used]
+    assert not problems, f"zh/{path.name} (docs/glossary.md):\n" + "\n".join(problems)
+
+
+def test_first_use_rule_on_small_texts():
+    terms = glossary()
+    assert first_use_problems("每个词元（token）都有编号；词元再出现时不必加括号。", terms) == []
+    assert first_use_problems("多个 token 叫作词元（Tokens）。", terms) == []
+    late = first_use_problems("先说词元，再说词元（token）。", terms)
+    assert len(late) == 1 and "词元（token）" in late[0]
+    assert first_use_problems("前馈网络（feed-forward network，FFN）和掩码矩阵（mask）", terms) == []
+    assert first_use_problems("因果掩码（causal mask）遮住未来", terms) == []
+    assert first_use_problems("编码器–解码器（encoder–decoder）", terms) == []
+    nested = first_use_problems("自注意力（self-attention）之后，注意力还会再出现。", terms)
+    assert len(nested) == 1 and "注意力（attention）" in nested[0], "自注意力 does not introduce 注意力"
+    assert first_use_problems("一批句子，键和值", terms) == [], "one-character forms are not checked"
+    assert first_use_problems("在 meta设备（meta device）上", terms) == []
+    assert first_use_problems("在 meta 设备上", terms)
