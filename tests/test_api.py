@@ -32,11 +32,13 @@ def test_import_star_is_as_light_as_import():
 
 
 def notebook_code(numbers=range(100)):
-    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        if int(path.name[:2]) in numbers:
-            for cell in json.loads(path.read_text())["cells"]:
-                if cell["cell_type"] == "code":
-                    yield path.name, "".join(cell["source"])
+    """(name, source) of every code cell in both editions: notebooks/ and the Chinese twins in notebooks/zh/."""
+    for folder in (ROOT / "notebooks", ROOT / "notebooks" / "zh"):
+        for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")):
+            if int(path.name[:2]) in numbers:
+                for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+                    if cell["cell_type"] == "code":
+                        yield str(path.relative_to(ROOT / "notebooks")), "".join(cell["source"])
 
 
 def test_notebooks_reach_the_package_one_way_through_public_names():
@@ -60,6 +62,32 @@ def test_no_notebook_uses_a_private_name_of_the_package():
     private = [f"{name}: {m}" for name, source in notebook_code(range(100))
                for m in re.findall(r"\bwt(?:\.\w+)*\._\w+", source)]
     assert not private, private
+
+
+def test_notebooks_find_shipped_files_from_either_edition():
+    """A file shipped with the series is reached as wt.shipped_file("checkpoints", ...), which works from
+    notebooks/ and notebooks/zh/ alike; a path climbing out of the notebook's folder works from one only."""
+    climbing = [f"{name}: {line.strip()}" for name, source in notebook_code() for line in source.splitlines()
+                if re.search(r"""Path\(\s*["']\.\.|["']\.\./""", line)]
+    assert not climbing, "use wt.shipped_file(...) instead:\n" + "\n".join(climbing)
+    names = {name for name, _ in notebook_code()}
+    assert any(name.startswith("zh/") for name in names), "the Chinese edition's code is checked too"
+
+
+def test_a_notebook_sets_its_editions_language_once_in_its_set_up_cell():
+    """The English notebook says wt.set_language("en") in its first code cell, its twin "zh"; no other cell
+    changes the language (a student re-running one cell must not switch the package's language)."""
+    wrong, first_cells = [], {}
+    for name, source in notebook_code():
+        said = re.findall(r"""\bwt\.set_language\(\s*["'](\w+)["']\s*\)""", source)
+        expected = "zh" if name.startswith("zh/") else "en"
+        if name not in first_cells:
+            first_cells[name] = said
+            if said != [expected]:
+                wrong.append(f"{name}: the set-up cell says {said}, not [{expected!r}]")
+        elif said:
+            wrong.append(f"{name}: set_language{said} outside the set-up cell")
+    assert not wrong, "\n".join(wrong)
 
 
 @pytest.mark.parametrize("path,kind", [("numerals.pt", "transformer"), ("gpt_numerals.pt", "gpt")])
