@@ -30,13 +30,14 @@ from .decoding import filter_logits
 from .distributed import shard_slice
 from .embedding import sinusoidal_table
 from .flash import online_softmax_step
+from .i18n import N_, _
 from .layers import AddNorm
 from .loss import sequence_loss
 from .masks import causal_mask, padding_mask, to_blocked
 from .quiz import Question
 from .training import teacher_forcing
 
-NOT_YET = "not yet: write the function above, then run this cell again."
+NOT_YET = N_("not yet: write the function above, then run this cell again.")
 
 
 class NotYet(Exception):
@@ -79,7 +80,7 @@ class Inputs:
     def ids(self, lengths: list[int], avoid: set[int], vocab: int = 20) -> list[list[int]]:
         """Lists of token ids of the given lengths, none of them in ``avoid`` (the special ids)."""
         usable = [i for i in range(vocab) if i not in avoid]
-        return [[self.random.choice(usable) for _ in range(length)] for length in lengths]
+        return [[self.random.choice(usable) for _position in range(length)] for length in lengths]
 
 
 def call(fn: Callable, *args):
@@ -97,7 +98,7 @@ def call(fn: Callable, *args):
     except NotImplementedError as err:
         raise NotYet from err
     except Exception as err:  # the student's bug, reported in words rather than a traceback
-        raise Wrong(f"your function raised {type(err).__name__}: {err}") from err
+        raise Wrong(_("your function raised {type}: {error}").format(type=type(err).__name__, error=err)) from err
     finally:
         torch.set_default_dtype(dtype)
         torch.set_grad_enabled(grad)
@@ -105,9 +106,9 @@ def call(fn: Callable, *args):
         raise NotYet
     changed = [i for i, (before, after) in enumerate(zip(args, given)) if not unchanged(before, after)]
     if changed:
-        raise Wrong(f"your function changed its input {argument_name(fn, changed[0])} in place (an op ending in "
-                    f"_ such as mul_, or +=, .clear(), ...). Its caller still needs it: compute a new tensor "
-                    f"(x * 2, not x.mul_(2)) and leave the input as it came.")
+        raise Wrong(_("your function changed its input {name} in place (an op ending in _ such as mul_, or +=, "
+                      ".clear(), ...). Its caller still needs it: compute a new tensor (x * 2, not x.mul_(2)) and "
+                      "leave the input as it came.").format(name=argument_name(fn, changed[0])))
     return result
 
 
@@ -129,26 +130,30 @@ def argument_name(fn: Callable, position: int) -> str:
                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):  # a builtin without a signature
         names = []
-    return names[position] if position < len(names) else f"argument {position + 1}"
+    return names[position] if position < len(names) else _("argument {number}").format(number=position + 1)
 
 
 def real_tensor(result, what: str) -> torch.Tensor:
     """The result as a plain dense real CPU tensor, or Wrong naming why it is not one."""
     if not isinstance(result, torch.Tensor):
-        extra = ": return the tensor alone" if isinstance(result, tuple) else ""
-        raise Wrong(f"{what} is a {type(result).__name__}, not a torch tensor{extra}.")
+        extra = _(": return the tensor alone") if isinstance(result, tuple) else ""
+        raise Wrong(_("{what} is a {type}, not a torch tensor{extra}.").format(what=what, type=type(result).__name__,
+                                                                             extra=extra))
     with torch._C.DisableTorchFunctionSubclass():  # a subclass's own __torch_function__ must not judge itself
         layout = torch.Tensor.layout.__get__(result)  # the base class's answer, whatever a subclass overrides
         if layout != torch.strided:
-            raise Wrong(f"{what} is a sparse tensor ({layout}): return a dense one (.to_dense()).")
+            raise Wrong(_("{what} is a sparse tensor ({layout}): return a dense one (.to_dense()).").format(
+                what=what, layout=layout))
         result = torch.Tensor.as_subclass(result, torch.Tensor)  # a plain tensor from here on
     if result.is_meta:
-        raise Wrong(f"{what} is on the meta device: it has a shape but no values. Compute it from the "
-                    f"inputs (without device='meta').")
+        raise Wrong(_("{what} is on the meta device: it has a shape but no values. Compute it from the inputs "
+                      "(without device='meta').").format(what=what))
     if result.is_complex():
-        raise Wrong(f"{what} is complex ({result.dtype}): the answer is real; keep to real operations.")
+        raise Wrong(_("{what} is complex ({dtype}): the answer is real; keep to real operations.").format(
+            what=what, dtype=result.dtype))
     if result.is_quantized or result.device.type != "cpu":
-        raise Wrong(f"{what} is a {result.dtype} tensor on {result.device}: return a plain CPU tensor.")
+        raise Wrong(_("{what} is a {dtype} tensor on {device}: return a plain CPU tensor.").format(
+            what=what, dtype=result.dtype, device=result.device))
     return result
 
 
@@ -163,30 +168,34 @@ def number(value: torch.Tensor) -> str:
 
 
 def check_tensor(result, expected: torch.Tensor, dims: str, mistakes: dict[str, torch.Tensor] | None = None,
-                 what: str = "your result") -> None:
+                 what: str = N_("your result")) -> None:
     """Raise Wrong naming what differs: type, a known mistake's hint, shape (which dim), values, dtype.
 
-    ``mistakes`` maps a hint to what a solution with that mistake returns for the same inputs.
+    ``mistakes`` maps a hint to what a solution with that mistake returns for the same inputs. ``what`` and
+    each hint are shown through ``_`` (write them ``_("...").format(...)`` or mark them ``N_``).
     """
+    what = _(what)
     result = real_tensor(result, what)
     for hint, wrong in (mistakes or {}).items():
         if same(result, wrong) and not same(wrong, expected):  # a "mistake" that happens to be right is none
-            raise Wrong(f"{what}: {hint}")
+            raise Wrong(f"{what}: {_(hint)}")
     if result.shape != expected.shape:
         if expected.dim() == 0:
-            raise Wrong(f"{what} should be one number (shape []), but has shape {list(result.shape)}.")
-        detail = Question(expected.shape, dims).what_is_wrong(tuple(result.shape), wrote="yours has")
-        raise Wrong(f"{what} has shape {list(result.shape)}, not {list(expected.shape)} = "
-                    f"[{', '.join(dims.split())}]. {detail}")
+            raise Wrong(_("{what} should be one number (shape []), but has shape {shape}.").format(
+                what=what, shape=list(result.shape)))
+        detail = Question(expected.shape, dims).what_is_wrong(tuple(result.shape), wrote=N_("yours has"))
+        raise Wrong(_("{what} has shape {shape}, not {expected} = [{dims}]. {detail}").format(
+            what=what, shape=list(result.shape), expected=list(expected.shape), dims=", ".join(dims.split()),
+            detail=detail))
     if not same(result, expected):
         gap = (result.double() - expected.double()).abs().nan_to_num(nan=math.inf)
         where = tuple(int(i) for i in torch.unravel_index(gap.argmax(), gap.shape))
-        at = f" at {list(where)}" if where else ""
-        raise Wrong(f"{what} has the right shape but wrong values:{at} {number(result[where])} "
-                    f"instead of {number(expected[where])}.")
+        at = _(" at {index}").format(index=list(where)) if where else ""
+        raise Wrong(_("{what} has the right shape but wrong values:{at} {got} instead of {wanted}.").format(
+            what=what, at=at, got=number(result[where]), wanted=number(expected[where])))
     if expected.dtype == torch.bool and result.dtype != torch.bool:
-        raise Wrong(f"{what} has the right values but dtype {result.dtype}: a mask is bool "
-                    f"(build it from a comparison, or use .bool()).")
+        raise Wrong(_("{what} has the right values but dtype {dtype}: a mask is bool (build it from a comparison, "
+                      "or use .bool()).").format(what=what, dtype=result.dtype))
 
 
 CASES = 3  # random sizes per exercise
@@ -224,7 +233,7 @@ def check_sinusoidal_table(fn, inputs):
 @exercise("split_heads")
 def check_split_heads(fn, inputs):
     """fn(x [B, L, D], num_heads) -> [B, H, L, d_k] (notebook 02)."""
-    for _ in range(CASES):
+    for _case in range(CASES):
         batch, length, heads, d_k = inputs.sizes(4)
         x = inputs.randn(batch, length, heads * d_k)  # [B, L, D]
         expected = MultiHeadAttention(heads * d_k, heads).split_heads(x)  # [B, H, L, d_k]
@@ -280,7 +289,7 @@ def check_causal_mask_blocked(fn, inputs):
 @exercise("cross_attention_scores")
 def check_cross_attention_scores(fn, inputs):
     """fn(q [B, H, L_tgt, d_k], k [B, H, L_src, d_k]) -> scores [B, H, L_tgt, L_src] (notebook 04)."""
-    for _ in range(CASES):
+    for _case in range(CASES):
         batch, heads, tgt_len, src_len, d_k = inputs.sizes(5, 2, 10)
         q, k = inputs.randn(batch, heads, tgt_len, d_k), inputs.randn(batch, heads, src_len, d_k)
         product = q @ k.transpose(-2, -1)  # [B, H, L_tgt, L_src]
@@ -391,7 +400,7 @@ def check_teacher_forcing(fn, inputs):
 @exercise("cached_attention_step")
 def check_cached_attention_step(fn, inputs):
     """fn(q [B, H, 1, d_k], k_cache [B, H, t, d_k], v_cache [B, H, t, d_k]) -> context [B, H, 1, d_k] (notebook 08)."""
-    for _ in range(CASES):
+    for _case in range(CASES):
         batch, heads, cached, d_k = inputs.sizes(4, 2, 10)
         q = inputs.randn(batch, heads, 1, d_k)
         k, v = inputs.randn(batch, heads, cached, d_k), inputs.randn(batch, heads, cached, d_k)
@@ -413,7 +422,7 @@ def check_cached_attention_step(fn, inputs):
 @exercise("expand_kv_heads")
 def check_expand_kv_heads(fn, inputs):
     """fn(k [B, H_kv, L, d_k], num_heads) -> [B, H, L, d_k], kv head j serving query heads j·g .. j·g+g-1 (09)."""
-    for _ in range(CASES):
+    for _case in range(CASES):
         batch, length, d_k = inputs.sizes(3, 2, 8)
         kv_heads = inputs.random.randint(2, 4)
         heads = kv_heads * inputs.random.randint(2, 3)
@@ -430,7 +439,7 @@ def check_expand_kv_heads(fn, inputs):
 @exercise("heads_into_batch")
 def check_heads_into_batch(fn, inputs):
     """fn(x [L, B, D] sequence-first, num_heads) -> [B·H, L, d_k], heads moved into the batch as PyTorch does (10)."""
-    for _ in range(CASES):
+    for _case in range(CASES):
         length, batch, heads, d_k = inputs.sizes(4)
         x = inputs.randn(length, batch, heads * d_k)  # [L, B, D]
         ours = MultiHeadAttention(heads * d_k, heads).split_heads(x.transpose(0, 1))  # [B, H, L, d_k]
@@ -447,7 +456,7 @@ def check_heads_into_batch(fn, inputs):
 @exercise("online_softmax_step")
 def check_online_softmax_step(fn, inputs):
     """fn(m [R], l [R], acc [R, d_v], scores [R, b], v [b, d_v]) -> (m, l, acc) after one more block (notebook 13)."""
-    for _ in range(CASES):
+    for _case in range(CASES):
         rows, keys, d_v = inputs.sizes(3, 2, 9)
         lowest = torch.finfo(torch.float32).min
         start = torch.full((rows,), lowest), torch.zeros(rows), torch.zeros(rows, d_v)
@@ -480,7 +489,7 @@ def check_online_softmax_step(fn, inputs):
 @exercise("softmax_backward")
 def check_softmax_backward(fn, inputs):
     """fn(probs [..., L_k], d_probs [..., L_k]) -> d_scores [..., L_k], through softmax by hand (notebook 11)."""
-    for _ in range(CASES):
+    for _case in range(CASES):
         batch, heads, length = inputs.sizes(3, 2, 9)
         probs = (inputs.randn(batch, heads, length, length) * 2).softmax(-1)  # [B, H, L_q, L_k]
         d_probs = inputs.randn(batch, heads, length, length)
@@ -598,22 +607,24 @@ def check_exercise(name: str, fn: Callable, seed: int = 0) -> ExerciseResult:
     KeyboardInterrupt), which stops the check and leaves torch's settings as they were.
     """
     if not isinstance(name, str):
-        raise TypeError(f"name must be the exercise's name as a string, e.g. 'split_heads', got a "
-                        f"{type(name).__name__}; the exercises are: {', '.join(EXERCISES)}")
+        raise TypeError(_("name must be the exercise's name as a string, e.g. 'split_heads', got a {type}; the "
+                          "exercises are: {names}").format(type=type(name).__name__, names=", ".join(EXERCISES)))
     if name not in EXERCISES:
-        raise ValueError(f"no exercise named {name!r}; the exercises are: {', '.join(EXERCISES)}")
+        raise ValueError(_("no exercise named {name!r}; the exercises are: {names}").format(
+            name=name, names=", ".join(EXERCISES)))
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be a whole number such as 0, got {seed!r}")
+        raise TypeError(_("seed must be a whole number such as 0, got {seed!r}").format(seed=seed))
     if seed < 0:
-        raise ValueError(f"seed must be 0 or more, got {seed}")
+        raise ValueError(_("seed must be 0 or more, got {seed}").format(seed=seed))
     if not callable(fn):
-        raise TypeError(f"fn must be your function (pass it without calling it), got {type(fn).__name__}")
+        raise TypeError(_("fn must be your function (pass it without calling it), got {type}").format(
+            type=type(fn).__name__))
     try:
         with torch.random.fork_rng(devices=[]):  # a check draws weights: the notebook's random stream stays as it was
             EXERCISES[name](fn, Inputs(seed))
-        passed, message = True, f"✓ {name}: right, on {CASES} random sizes."
+        passed, message = True, _("✓ {name}: right, on {cases} random sizes.").format(name=name, cases=CASES)
     except NotYet:
-        passed, message = False, f"… {name}: {NOT_YET}"
+        passed, message = False, f"… {name}: {_(NOT_YET)}"
     except Wrong as wrong:
         passed, message = False, f"✗ {name}: {wrong}"
     print(message)

@@ -22,21 +22,25 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from .i18n import N_, _
 from .recording import Row
 
 # What a dim of each name counts, for "H = 8 heads".
 MEANINGS = {
-    "B": "sentences", "H": "heads", "H_kv": "key/value heads", "L": "tokens", "L_q": "query positions",
-    "L_k": "key positions", "L_src": "source tokens", "L_tgt": "target tokens", "D": "features",
-    "d_model": "features", "d_k": "features per head", "d_ff": "hidden features", "V": "vocabulary entries",
-    "t": "cached positions",
+    "B": N_("sentences"), "H": N_("heads"), "H_kv": N_("key/value heads"), "L": N_("tokens"),
+    "L_q": N_("query positions"), "L_k": N_("key positions"), "L_src": N_("source tokens"),
+    "L_tgt": N_("target tokens"), "D": N_("features"), "d_model": N_("features"), "d_k": N_("features per head"),
+    "d_ff": N_("hidden features"), "V": N_("vocabulary entries"), "t": N_("cached positions"),
 }
 EXAMPLE = "[2, 3, 4]"  # an example of the format that gives nothing away
 MAX_DIGITS = 19  # a tensor dim is below 2**63: 19 digits at most
 
 
 def counted(size: int, noun: str) -> str:
-    """The noun as it reads after ``size``: 'sentences' after 32, 'sentence' after 1."""
+    """The noun as it reads after ``size``: 'sentences' after 32, 'sentence' after 1 (in the chosen language:
+    a translated noun is shown as the catalog gives it, Chinese nouns having no plural)."""
+    if _(noun) != noun:
+        return _(noun)
     if size != 1:
         return noun
     words = noun.split()
@@ -54,14 +58,15 @@ class Question:
         if isinstance(expected, Row):
             shape, own_names = tuple(expected.shape), expected.dims.split()
         elif isinstance(expected, torch.Tensor):
-            raise TypeError("expected must be a shape, not a tensor: pass x.shape")
+            raise TypeError(_("expected must be a shape, not a tensor: pass x.shape"))
         elif isinstance(expected, (torch.Size, tuple, list)):
             shape, own_names = tuple(expected), None
         else:
-            raise TypeError(f"expected must be a torch.Size, a tuple or a traced Row, got {type(expected).__name__}")
+            raise TypeError(_("expected must be a torch.Size, a tuple or a traced Row, got {type}").format(
+                type=type(expected).__name__))
         sizes_found = [whole_size(size) for size in shape]
         if None in sizes_found:
-            raise ValueError(f"expected must hold whole sizes >= 0, got {list(shape)}")
+            raise ValueError(_("expected must hold whole sizes >= 0, got {shape}").format(shape=list(shape)))
         shape = tuple(sizes_found)
         sizes = dict(dims) if isinstance(dims, Mapping) else {}
         if isinstance(dims, str):
@@ -71,11 +76,13 @@ class Question:
         else:  # None or a dict of sizes
             names = own_names or names_from_sizes(shape, sizes)
         if len(names) != len(shape):
-            raise ValueError(f"dims names {len(names)} dims ({' '.join(map(str, names))}) but the answer "
-                             f"{list(shape)} has {len(shape)}: give one name per dim")
+            raise ValueError(_("dims names {count} dims ({names}) but the answer {shape} has {ndim}: give one name "
+                               "per dim").format(count=len(names), names=" ".join(map(str, names)),
+                                                 shape=list(shape), ndim=len(shape)))
         for name, size in zip(names, shape):
             if name in sizes and sizes[name] != size:
-                raise ValueError(f"dims says {name} = {sizes[name]} but that dim of the answer is {size}")
+                raise ValueError(_("dims says {name} = {given} but that dim of the answer is {size}").format(
+                    name=name, given=sizes[name], size=size))
         self.shape, self.names = shape, names
         self.sizes = sizes | {name: size for name, size in zip(names, shape) if name and not name.isdigit()}
 
@@ -85,7 +92,7 @@ class Question:
         if name is None:
             return str(size)
         if name.isdigit():
-            return f"{size} (it broadcasts)"
+            return _("{size} (it broadcasts)").format(size=size)
         return f"{name} = {size} {counted(size, MEANINGS.get(name, ''))}".rstrip()
 
     def reveal(self) -> str:
@@ -96,35 +103,42 @@ class Question:
             text += ", ".join(self.describe(dim) for dim in range(len(self.shape)))
         return text
 
-    def what_is_wrong(self, answer: tuple[int, ...], wrote: str = "you wrote") -> str:
-        """Name what differs between ``answer`` and the expected shape ("dim 1 is H = 8 heads: you wrote 64")."""
-        shape = self.shape
+    def what_is_wrong(self, answer: tuple[int, ...], wrote: str = N_("you wrote")) -> str:
+        """Name what differs between ``answer`` and the expected shape ("dim 1 is H = 8 heads: you wrote 64").
+        ``wrote`` (marked ``N_`` where it is written) is shown through ``_``."""
+        shape, wrote = self.shape, _(wrote)
         if len(answer) != len(shape):
-            message = f"{wrote[0].upper()}{wrote[1:]} {len(answer)} dims; the answer has {len(shape)}"
+            message = _("{wrote} {count} dims; the answer has {ndim}").format(wrote=wrote, count=len(answer),
+                                                                             ndim=len(shape))
+            message = message[0].upper() + message[1:]
             if any(self.names):
                 message += f" ([{', '.join(name or '?' for name in self.names)}])"
             if math.prod(answer) == math.prod(shape):
-                message += (f". Yours holds the same {math.prod(shape):,} numbers, so a dim is split or merged "
-                            f"where it should not be (or not where it should)")
-            return message + "."
+                message += _(". Yours holds the same {count:,} numbers, so a dim is split or merged where it should "
+                             "not be (or not where it should)").format(count=math.prod(shape))
+            return message + _(".")
         wrong = [dim for dim in range(len(shape)) if answer[dim] != shape[dim]]
         if sorted(answer) == sorted(shape):
             if len(wrong) == 2:
                 first, second = wrong
-                which = f"dims {first} and {second}"
+                which = _("dims {first} and {second}").format(first=first, second=second)
                 if self.names[first] and self.names[second]:
-                    which = f"{self.names[first]} and {self.names[second]} ({which})"
-                return f"You swapped {which}: did you forget a transpose?"
-            return "Right sizes, wrong order: " + "; ".join(f"dim {d} is {self.describe(d)}" for d in wrong) + "."
-        message = "; ".join(self.one_wrong_dim(dim, answer[dim], wrote) for dim in wrong)
-        return message[0].upper() + message[1:] + "."
+                    which = _("{first} and {second} ({which})").format(first=self.names[first],
+                                                                      second=self.names[second], which=which)
+                return _("You swapped {which}: did you forget a transpose?").format(which=which)
+            return _("Right sizes, wrong order: {dims}.").format(dims=_("; ").join(
+                _("dim {dim} is {meaning}").format(dim=d, meaning=self.describe(d)) for d in wrong))
+        message = _("; ").join(self.one_wrong_dim(dim, answer[dim], wrote) for dim in wrong)
+        return message[0].upper() + message[1:] + _(".")
 
     def one_wrong_dim(self, dim: int, written: int, wrote: str) -> str:
-        message = f"dim {dim} is {self.describe(dim)}: {wrote} {written}"
+        message = _("dim {dim} is {meaning}: {wrote} {written}").format(dim=dim, meaning=self.describe(dim),
+                                                                        wrote=wrote, written=written)
         others = [name for name, size in self.sizes.items() if size == written and name != self.names[dim]]
         if not others:
-            others = [f"dim {d}'s size" for d, size in enumerate(self.shape) if size == written and d != dim]
-        return message + (f", which is {' or '.join(others)}" if others else "")
+            others = [_("dim {dim}'s size").format(dim=d) for d, size in enumerate(self.shape)
+                      if size == written and d != dim]
+        return message + (_(", which is {names}").format(names=_(" or ").join(others)) if others else "")
 
 
 def whole_size(size) -> int | None:
@@ -158,17 +172,19 @@ def parse_shape(text) -> tuple[int, ...]:
     if isinstance(text, (torch.Size, tuple, list)):
         text = str(list(text))
     if not isinstance(text, str):
-        raise TypeError(f"text must be a string such as '{EXAMPLE}', got {type(text).__name__}")
+        raise TypeError(_("text must be a string such as '{example}', got {type}").format(
+            example=EXAMPLE, type=type(text).__name__))
     body = unicodedata.normalize("NFKC", text).strip()  # a Chinese keyboard's ３２，（） become 32,()
     if not body:
-        raise ValueError(f"Type a shape first, for example {EXAMPLE}.")
+        raise ValueError(_("Type a shape first, for example {example}.").format(example=EXAMPLE))
     hexadecimal = re.search(r"\b0x[0-9a-f]+\b", body, re.I)
     if hexadecimal:
-        raise ValueError(f"'{hexadecimal[0]}' is a hexadecimal number, not a shape: type the sizes in decimal, "
-                         f"separated by commas, for example {EXAMPLE}.")
+        raise ValueError(_("'{number}' is a hexadecimal number, not a shape: type the sizes in decimal, separated "
+                           "by commas, for example {example}.").format(number=hexadecimal[0], example=EXAMPLE))
     power = re.search(r"\d+\s*\*\*\s*\d+", body)
     if power:
-        raise ValueError(f"'{power[0]}' is a power (arithmetic), not a shape: type the size itself, a whole number.")
+        raise ValueError(_("'{power}' is a power (arithmetic), not a shape: type the size itself, a whole "
+                           "number.").format(power=power[0]))
     wrapped = re.fullmatch(r"torch\.Size\((.*)\)", body, re.S)
     body = wrapped[1].strip() if wrapped else body
     if body[:1] + body[-1:] in ("[]", "()"):
@@ -178,17 +194,19 @@ def parse_shape(text) -> tuple[int, ...]:
         if re.fullmatch(r"\+?\d+", token):
             digits = len(token.lstrip("+0"))
             if digits > MAX_DIGITS:
-                raise ValueError(f"{token[:10]}… is not a size: {digits} digits; a tensor dim has at most "
-                                 f"{MAX_DIGITS} (it is below 2**63).")
+                raise ValueError(_("{start}… is not a size: {digits} digits; a tensor dim has at most {most} (it is "
+                                   "below 2**63).").format(start=token[:10], digits=digits, most=MAX_DIGITS))
             sizes.append(int(token))
         elif re.fullmatch(r"-\d+", token):
-            raise ValueError(f"{token} is not a size: a dim counts entries, so it is 0 or more.")
+            raise ValueError(_("{token} is not a size: a dim counts entries, so it is 0 or more.").format(token=token))
         elif re.fullmatch(r"[+-]?(\d+\.\d*|\.\d+|\d+(\.\d*)?e[+-]?\d+)", token, re.I):
-            raise ValueError(f"{token} is not a whole number: a dim counts entries.")
+            raise ValueError(_("{token} is not a whole number: a dim counts entries.").format(token=token))
         elif token in MEANINGS:
-            raise ValueError(f"{token} is a name: type its size, a whole number (for example {EXAMPLE}).")
+            raise ValueError(_("{token} is a name: type its size, a whole number (for example {example}).").format(
+                token=token, example=EXAMPLE))
         else:
-            raise ValueError(f"{text.strip()!r} is not a shape: type whole numbers, for example {EXAMPLE}.")
+            raise ValueError(_("{text!r} is not a shape: type whole numbers, for example {example}.").format(
+                text=text.strip(), example=EXAMPLE))
     return tuple(sizes)
 
 
@@ -203,7 +221,7 @@ def check_shape_answer(text, expected, dims=None) -> tuple[bool, str]:
     except ValueError as err:
         return False, str(err)
     if answer == question.shape:
-        return True, f"Right: {question.reveal()}."
+        return True, _("Right: {answer}.").format(answer=question.reveal())
     return False, question.what_is_wrong(answer)
 
 
@@ -215,11 +233,13 @@ class ShapeQuestion:
 
         self.prompt, self.expected, self.dims = prompt, expected, dims
         self.question = Question(expected, dims)
-        self.answer_box = widgets.Text(placeholder=f"e.g. {EXAMPLE}", description="shape", continuous_update=False)
-        self.check_button = widgets.Button(description="check", button_style="primary")
-        self.show_button = widgets.Button(description="show answer")
+        self.answer_box = widgets.Text(placeholder=_("e.g. {example}").format(example=EXAMPLE),
+                                       description=_("shape"), continuous_update=False)
+        self.check_button = widgets.Button(description=_("check"), button_style="primary")
+        self.show_button = widgets.Button(description=_("show answer"))
         self.feedback = widgets.HTML()
-        self.widget = widgets.VBox([widgets.HTML(f"<b>Predict the shape:</b> {html.escape(prompt)}"),
+        predict = _("Predict the shape:")
+        self.widget = widgets.VBox([widgets.HTML(f"<b>{predict}</b> {html.escape(prompt)}"),
                                     widgets.HBox([self.answer_box, self.check_button, self.show_button]),
                                     self.feedback])
         self.check_button.on_click(lambda _: self.check())
@@ -235,18 +255,20 @@ class ShapeQuestion:
         return correct
 
     def reveal(self, heading: str = "") -> None:
-        text = heading or f"Answer: {self.question.reveal()}"
+        text = heading or _("Answer: {answer}").format(answer=self.question.reveal())
         self.feedback.value = f'<span style="color:#2a7a3a">{html.escape(text)}</span>'
 
     def static_html(self) -> str:
         """The prompt and a fold with the answer: what slides and the static site show."""
-        return (f'<div class="wt-question"><p><b>Predict the shape:</b> {html.escape(self.prompt)}</p>'
-                f"<details><summary>show answer</summary><p>{html.escape(self.question.reveal())}</p></details></div>")
+        predict, show = _("Predict the shape:"), _("show answer")
+        return (f'<div class="wt-question"><p><b>{predict}</b> {html.escape(self.prompt)}</p>'
+                f"<details><summary>{show}</summary><p>{html.escape(self.question.reveal())}</p></details></div>")
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         bundle = self.widget._repr_mimebundle_()
         bundle["text/html"] = self.static_html()
-        bundle["text/plain"] = f"Predict the shape: {self.prompt}\n(answer: {self.question.reveal()})"
+        bundle["text/plain"] = _("Predict the shape: {prompt}\n(answer: {answer})").format(
+            prompt=self.prompt, answer=self.question.reveal())
         return bundle
 
 
