@@ -11,6 +11,9 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 PATHS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+TWINS = sorted((ROOT / "notebooks" / "zh").glob("*.ipynb"))  # the Chinese edition (tests/test_zh_parity.py)
+BOTH = PATHS + TWINS
+BOTH_IDS = [p.stem if p.parent.name == "notebooks" else f"zh-{p.stem}" for p in BOTH]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 sys.path.insert(0, str(ROOT / "tools"))
 import build_site  # noqa: E402
@@ -32,7 +35,7 @@ def slide_type(cell) -> str | None:
     return cell.metadata.get("slideshow", {}).get("slide_type")
 
 
-@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+@pytest.mark.parametrize("path", BOTH, ids=BOTH_IDS)
 def test_notebook_presents_as_slides_in_deck_mode(path):
     """Slide 1 is the title and its introduction only (so it fits a 1366x768 screen); the next cell and every
     `## ` heading start a slide; other cells carry no slide_type, which Deck mode reads as "continue this
@@ -99,7 +102,7 @@ def test_slide_metadata_tool_applies_the_rule_and_only_that(tmp_path):
     test_notebook_presents_as_slides_in_deck_mode(path)
 
 
-@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+@pytest.mark.parametrize("path", BOTH, ids=BOTH_IDS)
 def test_each_shape_question_is_answered_on_the_next_slide(path):
     """After Run All, a `wt.ask_shape` question must not have its answer printed below it on the same slide:
     the cell after the question (or after a run of questions) is a `## ` heading that starts the next slide."""
@@ -115,12 +118,12 @@ def test_each_shape_question_is_answered_on_the_next_slide(path):
             f"put a `## ` heading before the cell that reveals it"
 
 
-@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+@pytest.mark.parametrize("path", BOTH, ids=BOTH_IDS)
 def test_notebook_keeps_the_conventions(path):
     notebook = read(path)
     cells = code_cells(notebook)
     assert "import walkthrough as wt" in cells[0].source, "the first code cell sets everything up"
-    assert "Run All" in notebook.cells[0].source, \
+    assert re.search(r"Run All|运行所有单元格", notebook.cells[0].source), \
         "the first cell says to run the cells: unrun, a widget shows as its text (Explorer(children=...))"
     assert all(c.execution_count is not None for c in cells), "committed executed"
     outputs = [o for c in cells for o in c.outputs]
@@ -130,12 +133,35 @@ def test_notebook_keeps_the_conventions(path):
     for cell in widget_cells(notebook):
         assert cell.source.startswith("# NBVAL_IGNORE_OUTPUT"), "widget output varies: not compared by nbval"
         assert any(WIDGET_VIEW in o.get("data", {}) for o in cell.outputs)
+    if path in TWINS:
+        return twin_keeps_the_chinese_conventions(path)
     assert re.search(r"## Recap", "".join(c.source for c in notebook.cells)), "a recap"
     assert any(c.cell_type == "markdown" and re.search(r"[\u4e00-\u9fff]", c.source) for c in notebook.cells), \
         "the Chinese term beside a key term"
 
 
-@pytest.mark.parametrize("path", [p for p in PATHS if not p.name.startswith("07")], ids=lambda p: p.stem)
+# The Chinese edition's fixed headings, cell for cell with the English ones (docs/glossary.md, TRANSLATE rules).
+CHINESE_HEADINGS = {"## Recap": "## 小结", "## Your turn": "## 轮到你了"}
+
+
+def twin_keeps_the_chinese_conventions(twin: Path) -> None:
+    """A twin's title is `# NN · 中文标题`; where the English has `## Recap` or `## Your turn`, the twin has
+    `## 小结` or `## 轮到你了` in the same cell; its prose is Chinese, with the English of a term in brackets."""
+    cells, english = read(twin).cells, read(ROOT / "notebooks" / twin.name).cells
+    number = twin.name[:2]
+    assert re.match(rf"# {number} · .*[\u4e00-\u9fff]", cells[0].source), \
+        f"zh/{twin.name}: the title is '# {number} · 中文标题', not {cells[0].source.splitlines()[0]!r}"
+    for index, (ours, theirs) in enumerate(zip(cells, english)):
+        for heading, chinese in CHINESE_HEADINGS.items():
+            if theirs.cell_type == "markdown" and theirs.source.startswith(heading):
+                assert ours.source.startswith(chinese), \
+                    f"zh/{twin.name} cell {index}: {heading!r} is {chinese!r} in Chinese, not {ours.source[:20]!r}"
+    assert any(re.search(r"[\u4e00-\u9fff]（[A-Za-z]", c.source) for c in cells if c.cell_type == "markdown"), \
+        "a key term's English in brackets beside its Chinese: 掩码（mask）"
+
+
+@pytest.mark.parametrize("path", [p for p in BOTH if not p.name.startswith("07")],
+                         ids=[i for p, i in zip(BOTH, BOTH_IDS) if not p.name.startswith("07")])
 def test_widgets_work_after_a_restart_run_out_of_order(path):
     """A fresh kernel that runs only the first code cell and then the widget cell gets a live widget."""
     notebook = read(path)
@@ -144,7 +170,7 @@ def test_widgets_work_after_a_restart_run_out_of_order(path):
         cell.outputs = []
     # No timeout per cell: on a loaded server a slow cell is not a failure; the work itself is bounded.
     NotebookClient(notebook, timeout=None, startup_timeout=600,
-                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
     assert any(WIDGET_VIEW in o.get("data", {}) for o in notebook.cells[-1].outputs)
 
 
