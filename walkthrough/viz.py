@@ -32,11 +32,12 @@ from matplotlib.ticker import FixedLocator
 from .config import ModelConfig, check_positive_int
 from .embedding import sinusoidal_table
 from .flash import flash_tiles, online_softmax_step
+from .i18n import N_, _
 
 _SYSTEM_CJK_FONTS = ("Noto Sans CJK SC", "WenQuanYi Micro Hei", "Microsoft YaHei", "SimHei", "PingFang SC",
                      "Heiti SC", "Source Han Sans SC")
 MASKED_COLOUR = "#c8c8c8"  # blocked cells: grey and hatched, so a masked cell never passes for a low score
-PROBABILITY = "probability (attention weight)"
+PROBABILITY = N_("probability (attention weight)")
 NEAR_ONE_HOT = 0.9  # a softmax row whose largest weight is above this attends to one key only
 # Figures are sized for the screen they are taught on, a 1366x768 projector, not for print: a PNG of SCREEN_DPI
 # pixels per inch no wider than SCREEN_WIDTH_IN fits a notebook's output area unscaled, so text of MIN_FONT_PT
@@ -156,7 +157,8 @@ def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | Non
 
     ``mask`` (bool [rows, cols] or broadcastable, True = may attend as everywhere in this package):
     blocked cells, and NaN cells, are drawn grey and hatched, so a masked cell never looks like a low
-    score. ``colorbar_label`` names what the colour means (for attention: ``viz.PROBABILITY``).
+    score. ``colorbar_label`` names what the colour means (for attention: ``viz.PROBABILITY``). Title and labels
+    are shown through ``_``: the package's own (marked ``N_``) in the language ``wt.set_language`` chose.
     """
     data = _as_numpy(matrix)
     blocked = np.isnan(data)
@@ -176,29 +178,30 @@ def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | Non
     for labels, axis, size in ((rows, ax.yaxis, n_rows), (cols, ax.xaxis, n_cols)):
         if labels is not None:
             if len(labels) != size:
-                raise ValueError(f"{len(labels)} labels for {size} rows/columns: give one label each")
+                raise ValueError(_("{count} labels for {size} rows/columns: give one label each").format(
+                    count=len(labels), size=size))
             axis.set_ticks(range(size))
             slanted = axis is ax.xaxis and max(len(label) for label in labels) > 3  # long words would overlap
             axis.set_ticklabels(list(labels), **({"rotation": 45, "ha": "right"} if slanted else {}))
     if annotate:
         for i, j in zip(*np.nonzero(~np.isnan(data))):
-            red, green, blue, _ = image.cmap(image.norm(data[i, j]))
+            red, green, blue, _alpha = image.cmap(image.norm(data[i, j]))
             dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5  # perceived brightness of the cell
             ax.text(j, i, fmt.format(data[i, j]), ha="center", va="center", fontsize=MIN_FONT_PT,
                     color="white" if dark else "black")
-    ax.set_title(title, y=1.0)  # a fixed place: finding one clear of the ticks costs more than the picture
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set_title(_(title), y=1.0)  # a fixed place: finding one clear of the ticks costs more than the picture
+    ax.set_xlabel(_(xlabel))
+    ax.set_ylabel(_(ylabel))
     if colorbar:
-        note = "hatched = masked" if blocked.any() else ""
-        label = "\n".join(part for part in (colorbar_label, note) if part)
+        note = _("hatched = masked") if blocked.any() else ""
+        label = "\n".join(part for part in (_(colorbar_label), note) if part)
         ax.figure.colorbar(image, ax=ax, shrink=0.8, label=label)
     return ax.figure
 
 
 @_cjk
 def attention_heads(weights: torch.Tensor, query_tokens: Sequence[str], key_tokens: Sequence[str],
-                    title: str = "attention weights", columns: int = 4, mask=None,
+                    title: str = N_("attention weights"), columns: int = 4, mask=None,
                     layout: str | None = "constrained") -> Figure:
     """weights [H, L_q, L_k] -> one heatmap per head, queries down, keys across, on one colour scale.
 
@@ -208,8 +211,8 @@ def attention_heads(weights: torch.Tensor, query_tokens: Sequence[str], key_toke
     """
     if not isinstance(weights, torch.Tensor) or weights.dim() != 3:
         shape = list(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
-        raise ValueError(f"weights must be [H, L_q, L_k] (one sentence), got {shape}; "
-                         f"index the batch first, e.g. weights[0]")
+        raise ValueError(_("weights must be [H, L_q, L_k] (one sentence), got {shape}; index the batch first, e.g. "
+                           "weights[0]").format(shape=shape))
     allowed = None if mask is None else _allowed(mask, tuple(weights.shape))
     shown = weights.detach().float()
     top = shown[torch.from_numpy(allowed.copy())] if allowed is not None else shown
@@ -223,11 +226,12 @@ def attention_heads(weights: torch.Tensor, query_tokens: Sequence[str], key_toke
         if h >= heads:
             ax.axis("off")
             continue
-        heatmap(shown[h], query_tokens, key_tokens, title=f"head {h}", ax=ax, cmap="Blues", vmin=0.0, vmax=vmax,
-                mask=None if allowed is None else allowed[h], colorbar=False, xlabel="key", ylabel="query")
-    note = " (hatched = masked)" if allowed is not None and not allowed.all() else ""
-    fig.colorbar(axes[0].images[0], ax=axes[:heads], shrink=0.8, label=PROBABILITY)
-    fig.suptitle(f"{title}: one colour scale for all heads{note}")
+        heatmap(shown[h], query_tokens, key_tokens, title=_("head {head}").format(head=h), ax=ax, cmap="Blues",
+                vmin=0.0, vmax=vmax, mask=None if allowed is None else allowed[h], colorbar=False,
+                xlabel=N_("key"), ylabel=N_("query"))
+    note = _(" (hatched = masked)") if allowed is not None and not allowed.all() else ""
+    fig.colorbar(axes[0].images[0], ax=axes[:heads], shrink=0.8, label=_(PROBABILITY))
+    fig.suptitle(_("{title}: one colour scale for all heads{note}").format(title=_(title), note=note))
     return fig
 
 
@@ -239,11 +243,11 @@ def mask_figure(masks: dict[str, torch.Tensor], tokens: Sequence[str], key_token
     fig = Figure(figsize=(3.4 * len(masks), 3.2), layout=layout)
     for ax, (title, mask) in zip(fig.subplots(1, len(masks), squeeze=False).flat, masks.items()):
         heatmap(mask.int(), tokens, key_tokens or tokens, title=title, ax=ax, cmap="Greys", annotate=annotate,
-                fmt="{:.0f}", xlabel="key (attended to)", ylabel="query", vmin=0, vmax=1.6, colorbar=False)
+                fmt="{:.0f}", xlabel=N_("key (attended to)"), ylabel=N_("query"), vmin=0, vmax=1.6, colorbar=False)
     if layout is None:
         fig.subplots_adjust(left=0.08, right=0.98, bottom=0.2, top=0.84, wspace=0.35)
     if not annotate:
-        fig.suptitle("dark = 1, light = 0", fontsize=9)
+        fig.suptitle(_("dark = 1, light = 0"), fontsize=9)
     return fig
 
 
@@ -259,14 +263,16 @@ def pe_figure(length: int, d_model: int, layout: str | None = "constrained") -> 
     table = sinusoidal_table(length, d_model)  # [L, D]
     fig = Figure(figsize=(11, 3.6), layout=layout)
     left, right = fig.subplots(1, 2, width_ratios=(1.4, 1))
-    heatmap(table, title=f"PE table [{length}, {d_model}]", ax=left, cmap="RdBu", vmin=-1, vmax=1,
-            xlabel="feature index (columns 2i, 2i+1 share a frequency)", ylabel="position", colorbar_label="PE value")
+    heatmap(table, title=_("PE table [{length}, {d_model}]").format(length=length, d_model=d_model), ax=left,
+            cmap="RdBu", vmin=-1, vmax=1, xlabel=N_("feature index (columns 2i, 2i+1 share a frequency)"),
+            ylabel=N_("position"), colorbar_label=N_("PE value"))
     for column in columns:
         if column < d_model:
-            right.plot(table[:, column].numpy(), label=f"column {column} (i = {column // 2})")
-    right.set_xlabel("position")
-    right.set_ylabel("PE value")
-    right.set_title("low columns wiggle fast, high ones slowly", y=1.0)
+            right.plot(table[:, column].numpy(), label=_("column {column} (i = {i})").format(column=column,
+                                                                                              i=column // 2))
+    right.set_xlabel(_("position"))
+    right.set_ylabel(_("PE value"))
+    right.set_title(_("low columns wiggle fast, high ones slowly"), y=1.0)
     right.legend(fontsize=MIN_FONT_PT, loc="lower left")
     if layout is None:
         fig.subplots_adjust(left=0.07, right=0.98, bottom=0.15, top=0.9, wspace=0.25)
@@ -390,8 +396,10 @@ def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
     axes = fig.subplots(1, 3, width_ratios=(1.1, 1.2, 1))
     titles = (f"x  [B, L, D]\n{list(x.shape)}", f"view  [B, L, H, d_k]\n{list(viewed.shape)}",
               f"transpose(1, 2)  [B, H, L, d_k]\n{list(moved.shape)}")
-    sides = ((f"D = {d_model}", f"L = {length}"), (f"H = {heads} pieces of d_k = {d_k}", f"L = {length}"),
-             (f"H = {heads} heads, each [L, d_k] = [{length}, {d_k}]", ""))
+    sides = ((f"D = {d_model}", f"L = {length}"),
+             (_("H = {heads} pieces of d_k = {d_k}").format(heads=heads, d_k=d_k), f"L = {length}"),
+             (_("H = {heads} heads, each [L, d_k] = [{length}, {d_k}]").format(heads=heads, length=length, d_k=d_k),
+              ""))
     for ax, image, title, (across, down) in zip(axes, images, titles, sides):
         ax.imshow(image, aspect="auto", interpolation="nearest")
         ax.set_xticks([])
@@ -405,9 +413,10 @@ def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
     for h in range(heads):  # the grid's pixels: each token row is 4 tall (see _rows_apart)
         row, col = divmod(h, columns)
         axes[2].text(col * (d_k + column_gap) + d_k / 2 - 0.5, 4 * (row * (length + row_gap) + length / 2) - 0.5,
-                     f"head {h}", ha="center", va="center", fontsize=MIN_FONT_PT, color="white",
+                     _("head {head}").format(head=h), ha="center", va="center", fontsize=MIN_FONT_PT, color="white",
                      bbox={"facecolor": "black", "alpha": 0.55, "linewidth": 0, "pad": 1})
-    fig.supxlabel(f"one of the B = {batch} sentences drawn; the sheets behind it stand for the others",
+    fig.supxlabel(_("one of the B = {batch} sentences drawn; the sheets behind it stand for the others").format(
+        batch=batch),
                   fontsize=MIN_FONT_PT)
     if layout is None:
         fig.subplots_adjust(left=0.03, right=0.98, bottom=0.16, top=0.8, wspace=0.15)
@@ -421,7 +430,7 @@ def _head_zero(owner: np.ndarray) -> str:
         columns = np.flatnonzero(row == 0)
         if columns.size:
             spans.append((token, int(columns[0]), int(columns[-1])))
-    if len({(first, last) for _, first, last in spans}) == 1 and len(spans) == owner.shape[0]:
+    if len({(first, last) for _head, first, last in spans}) == 1 and len(spans) == owner.shape[0]:
         return f"every token, features {spans[0][1]}–{spans[0][2]}"
     words = [f"token {t}: features {first}–{last}" for t, first, last in spans[:3]]
     return "; ".join(words) + ("; …" if len(spans) > 3 else "")
@@ -448,21 +457,21 @@ def head_slices_figure(length: int, d_model: int, heads: int, tokens: Sequence[s
     fig = Figure(figsize=(11, 3.6), layout=layout)
     panels = fig.subplots(1, 2)
     row_px = 4
-    for ax, owner, name in ((panels[0], right, "right: view [L, H, d_k], then transpose"),
-                            (panels[1], wrong, "wrong: view [H, L, d_k] directly")):
+    for ax, owner, name in ((panels[0], right, _("right: view [L, H, d_k], then transpose")),
+                            (panels[1], wrong, _("wrong: view [H, L, d_k] directly"))):
         owner = owner.numpy()
         ax.imshow(_rows_apart(owner, colours, row_px), aspect="auto", interpolation="nearest",
                   extent=(-0.5, d_model - 0.5, length - 0.5, -0.5))
         ax.contour(np.arange(d_model), np.arange(length), (owner == 0).astype(float), levels=[0.5],
                    colors="black", linewidths=1.5)
-        ax.set_title(f"{name}\nhead 0 gets {_head_zero(owner)}", fontsize=9, y=1.0)
-        ax.set_xlabel(f"feature (column of D = {d_model}; d_k = {d_k} per head)")
-        ax.set_ylabel("token (row of L)")
+        ax.set_title(name + "\n" + _("head 0 gets {features}").format(features=_head_zero(owner)), fontsize=9, y=1.0)
+        ax.set_xlabel(_("feature (column of D = {d_model}; d_k = {d_k} per head)").format(d_model=d_model, d_k=d_k))
+        ax.set_ylabel(_("token (row of L)"))
         ax.set_xticks(range(0, d_model, d_k) if heads <= 16 else range(0, d_model, d_k * 2))
         ax.set_yticks(range(length), list(tokens) if tokens is not None else range(length))
     handles = [Rectangle((0, 0), 1, 1, facecolor=colours[h]) for h in range(heads)]
-    fig.legend(handles, [f"head {h}" for h in range(heads)], loc="outside right center" if layout else "right",
-               fontsize=MIN_FONT_PT, title="lands in")
+    fig.legend(handles, [_("head {head}").format(head=h) for h in range(heads)],
+               loc="outside right center" if layout else "right", fontsize=MIN_FONT_PT, title=_("lands in"))
     if layout is None:
         fig.subplots_adjust(left=0.06, right=0.88, bottom=0.15, top=0.82, wspace=0.2)
     return fig
@@ -533,10 +542,10 @@ def softmax_scale_figure(d_k: int, shown: int = 8, layout: str | None = "constra
                                (panels[1], numbers.weights_scaled,
                                 f"softmax(q·k / √{d_k}), std {numbers.std_scaled:.1f}")):
         heatmap(weights[:shown], query_names, key_names, title=title, ax=ax, cmap="Blues", vmin=0, vmax=1,
-                colorbar=False, xlabel="key", ylabel="query")
+                colorbar=False, xlabel=N_("key"), ylabel=N_("query"))
     if layout is None:  # before the colorbar, which takes its room from the panels as they are placed
         fig.subplots_adjust(left=0.07, right=0.98, bottom=0.17, top=0.88, wspace=0.3)
-    fig.colorbar(panels[0].images[0], ax=list(panels), shrink=0.85, label="probability")
+    fig.colorbar(panels[0].images[0], ax=list(panels), shrink=0.85, label=_("probability"))
     return fig
 
 
@@ -545,9 +554,10 @@ def sharing_figure(sharing: torch.Tensor, layout: str | None = "constrained") ->
     """sharing [H, H_kv] (``cost.kv_sharing``): one row per query head, a dark cell at the K/V head it reads."""
     heads, kv_heads = sharing.shape
     figure = Figure(figsize=(1.8 + 0.45 * kv_heads, 1.2 + 0.32 * heads), layout=layout)
-    heatmap(sharing, [f"Q head {h}" for h in range(heads)], [f"KV {j}" for j in range(kv_heads)],
+    heatmap(sharing, [_("Q head {head}").format(head=h) for h in range(heads)], [f"KV {j}" for j in range(kv_heads)],
             ax=figure.add_subplot(), cmap="Blues", vmin=0, vmax=1, colorbar=False,
-            title=f"{heads} query heads, {kv_heads} K/V head(s)", xlabel="K/V head read", ylabel="query head")
+            title=_("{heads} query heads, {kv_heads} K/V head(s)").format(heads=heads, kv_heads=kv_heads),
+            xlabel=N_("K/V head read"), ylabel=N_("query head"))
     return figure
 
 
@@ -580,7 +590,7 @@ def cache_figure(layers: int, step: int, src_len: int, max_step: int = 64, max_s
 
 # --- FlashAttention: the tile grid and the online softmax (notebook 13) -------------------------------------
 
-TILE_KINDS = ("skipped", "computed", "partly masked")
+TILE_KINDS = (N_("skipped"), N_("computed"), N_("partly masked"))
 TILE_COLOURS = (MASKED_COLOUR, "#4c72b0", "#dd8452")
 PROJECTOR_TEXT = 12  # points: 12 px at the explorers' 72 dpi, the smallest text that reads at the back of a room
 
@@ -612,15 +622,17 @@ def tile_grid_figure(L_q: int, L_k: int, block_q: int = 16, block_k: int = 16, c
     ax.set_xlim(0, L_k)
     ax.set_ylim(L_q, 0)  # query 0 on top, as in every attention heatmap
     computed = int((kinds > 0).sum())
-    skipped = f", {kinds.size - computed} skipped" if causal else ""
-    ax.set_title(f"{computed} of {kinds.size} tiles computed{skipped}", fontsize=PROJECTOR_TEXT)
-    ax.set_xlabel(f"key (L_k = {L_k}, blocks of {block_k})", fontsize=PROJECTOR_TEXT)
-    ax.set_ylabel(f"query (L_q = {L_q}, blocks of {block_q})", fontsize=PROJECTOR_TEXT)
+    skipped = _(", {count} skipped").format(count=kinds.size - computed) if causal else ""
+    ax.set_title(_("{computed} of {total} tiles computed{skipped}").format(computed=computed, total=kinds.size,
+                                                                          skipped=skipped), fontsize=PROJECTOR_TEXT)
+    ax.set_xlabel(_("key (L_k = {L_k}, blocks of {block_k})").format(L_k=L_k, block_k=block_k), fontsize=PROJECTOR_TEXT)
+    ax.set_ylabel(_("query (L_q = {L_q}, blocks of {block_q})").format(L_q=L_q, block_q=block_q),
+                  fontsize=PROJECTOR_TEXT)
     ax.tick_params(labelsize=PROJECTOR_TEXT)
     shown = [kind for kind in range(3) if (kinds == kind).any()]
     columns = len(shown) if size[0] >= 4.2 else 2  # the three names need about 4 inches side by side
     ax.legend([Rectangle((0, 0), 1, 1, facecolor=TILE_COLOURS[kind]) for kind in shown],
-              [TILE_KINDS[kind] for kind in shown], loc="upper center", bbox_to_anchor=(0.5, -0.17),
+              [_(TILE_KINDS[kind]) for kind in shown], loc="upper center", bbox_to_anchor=(0.5, -0.17),
               ncols=columns, fontsize=PROJECTOR_TEXT, frameon=False, handlelength=1, columnspacing=1)
     if layout is None:  # margins in inches, so any size keeps its labels and legend
         legend_rows = math.ceil(len(shown) / columns)
@@ -656,23 +668,23 @@ def online_softmax_figure(scores: torch.Tensor, block_k: int, layout: str | None
     ends, maxima, sums = zip(*history)
     fig = Figure(figsize=size, layout=layout)
     left, right = fig.subplots(1, 2)
-    left.plot(range(len(scores)), scores.numpy(), "o", color="#8c8c8c", markersize=4, label="score")
+    left.plot(range(len(scores)), scores.numpy(), "o", color="#8c8c8c", markersize=4, label=_("score"))
     left.step([-0.5, *(end - 0.5 for end in ends)], [maxima[0], *maxima], where="pre", color="#c44e52", linewidth=2,
-              label="running max m")
+              label=_("running max m"))
     for end in ends[:-1]:
         left.axvline(end - 0.5, color="#bbbbbb", linewidth=0.8)
-    left.set_xlabel(f"key (blocks of {block_k})", fontsize=PROJECTOR_TEXT)
-    left.set_title("scores and running max m", fontsize=PROJECTOR_TEXT)
+    left.set_xlabel(_("key (blocks of {block_k})").format(block_k=block_k), fontsize=PROJECTOR_TEXT)
+    left.set_title(_("scores and running max m"), fontsize=PROJECTOR_TEXT)
     below = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.2), "fontsize": PROJECTOR_TEXT, "frameon": False,
              "handlelength": 1.2, "labelspacing": 0.2}
     exact = torch.exp(scores - scores.max()).sum().item()
-    right.plot(range(1, len(sums) + 1), sums, "o-", color="#4c72b0", label="running sum l")
-    right.axhline(exact, color="black", linestyle="--", linewidth=1, label="exact Σ exp(s − max)")
+    right.plot(range(1, len(sums) + 1), sums, "o-", color="#4c72b0", label=_("running sum l"))
+    right.axhline(exact, color="black", linestyle="--", linewidth=1, label=_("exact Σ exp(s − max)"))
     grew = [i for i in range(1, len(maxima)) if maxima[i] > maxima[i - 1]]
     right.plot([i + 1 for i in grew], [sums[i] for i in grew], "v", color="#c44e52", markersize=9,
-               label="max grew: l rescaled")
-    right.set_xlabel("blocks seen", fontsize=PROJECTOR_TEXT)
-    right.set_title("running sum l", fontsize=PROJECTOR_TEXT)
+               label=_("max grew: l rescaled"))
+    right.set_xlabel(_("blocks seen"), fontsize=PROJECTOR_TEXT)
+    right.set_title(_("running sum l"), fontsize=PROJECTOR_TEXT)
     for ax in (left, right):
         ax.tick_params(labelsize=PROJECTOR_TEXT)
         ax.legend(**below)
@@ -697,11 +709,11 @@ def block_gaps_figure(gaps: dict[str, float], title: str = "", tolerance: float 
     heights = [min(max(v, 10 * floor), top) for v in values]  # an exact 0 still shows, as a stub of a bar
     ax.bar(range(len(names)), heights, color=["#2ca02c" if v <= tolerance else "#d62728" for v in values])
     ax.axhline(tolerance, color="grey", linestyle="--", linewidth=0.8)
-    ax.text(-0.5, tolerance, " tolerance", ha="left", va="bottom", fontsize=7, color="grey")
+    ax.text(-0.5, tolerance, " " + _("tolerance"), ha="left", va="bottom", fontsize=7, color="grey")
     ax.set_yscale("log")
     ax.set_ylim(floor, top)
     ax.set_xticks(range(len(names)), names, rotation=90, fontsize=7)
-    ax.set_ylabel("largest |difference|")
+    ax.set_ylabel(_("largest |difference|"))
     ax.set_title(title, fontsize=9)
     return fig
 
@@ -718,8 +730,8 @@ def gradient_norms_figure(norms: dict[str, dict[str, Sequence[float]]], layout: 
         for name, values in series.items():
             ax.plot(range(1, len(values) + 1), list(values), marker="o", label=name)
         ax.set_title(title, fontsize=PROJECTOR_TEXT)
-        ax.set_xlabel("layer (1 = next to the input)", fontsize=PROJECTOR_TEXT)
-        ax.set_ylabel("‖gradient of the layer's weights‖", fontsize=PROJECTOR_TEXT)
+        ax.set_xlabel(_("layer (1 = next to the input)"), fontsize=PROJECTOR_TEXT)
+        ax.set_ylabel(_("‖gradient of the layer's weights‖"), fontsize=PROJECTOR_TEXT)
         ax.set_ylim(bottom=0)
         ax.tick_params(labelsize=PROJECTOR_TEXT)
         ax.legend(fontsize=PROJECTOR_TEXT)
@@ -742,10 +754,10 @@ def loss_runs_figure(runs: dict[str, dict[str, Sequence[float]]], smooth: int = 
             ax.plot(np.arange(width, len(values) + 1), mean, label=name)
         ax.set_yscale("log")
         ax.set_title(title, fontsize=PROJECTOR_TEXT)
-        ax.set_xlabel("step", fontsize=PROJECTOR_TEXT)
+        ax.set_xlabel(_("step"), fontsize=PROJECTOR_TEXT)
         ax.tick_params(labelsize=PROJECTOR_TEXT)
         ax.legend(fontsize=PROJECTOR_TEXT)
-    fig.axes[0].set_ylabel(f"loss (mean of {smooth} steps)", fontsize=PROJECTOR_TEXT)
+    fig.axes[0].set_ylabel(_("loss (mean of {smooth} steps)").format(smooth=smooth), fontsize=PROJECTOR_TEXT)
     return fig
 
 
@@ -757,11 +769,11 @@ def memory_figure(lengths: Sequence[int], activations: Sequence[float], weights_
     megabytes = np.asarray(activations, dtype=float) / 1e6
     fig = Figure(figsize=(6.0, 3.2), layout=layout)
     ax = fig.add_subplot()
-    ax.plot(list(lengths), megabytes, label=f"saved activations, B = {batch}")
-    ax.axhline(weights_and_adam / 1e6, color="C3", linestyle="--", label="parameters + Adam state")
+    ax.plot(list(lengths), megabytes, label=_("saved activations, B = {batch}").format(batch=batch))
+    ax.axhline(weights_and_adam / 1e6, color="C3", linestyle="--", label=_("parameters + Adam state"))
     index = list(lengths).index(marked)
     ax.plot([marked], [megabytes[index]], "o", color="C0", markersize=9)
-    ax.set_xlabel("L (source and target length)", fontsize=PROJECTOR_TEXT)
+    ax.set_xlabel(_("L (source and target length)"), fontsize=PROJECTOR_TEXT)
     ax.set_ylabel("MB", fontsize=PROJECTOR_TEXT)
     ax.set_yscale("log")
     ax.tick_params(labelsize=PROJECTOR_TEXT)
@@ -780,7 +792,7 @@ def memory_bars_figure(parts: dict[str, float], title: str = "", layout: str | N
     bars = ax.barh(names, [parts[n] / 1e6 for n in names], color="C0")
     ax.bar_label(bars, [f"{parts[n] / 1e6:,.1f}" for n in names], padding=3, fontsize=PROJECTOR_TEXT)
     ax.set_xscale("log")
-    ax.set_xlabel("MB (log scale)", fontsize=PROJECTOR_TEXT)
+    ax.set_xlabel(_("MB (log scale)"), fontsize=PROJECTOR_TEXT)
     ax.tick_params(labelsize=PROJECTOR_TEXT)
     ax.set_title(title, fontsize=PROJECTOR_TEXT)
     return fig
@@ -815,9 +827,10 @@ def beam_tree_figure(steps: Sequence[tuple[Sequence[Sequence[str]], Sequence[flo
                     ax.plot([t - 1 + 0.3, t - 0.3], [-parents[0], -rank], color=colour, lw=1.2)
     ax.set_xlim(-0.6, width - 0.4)
     ax.set_ylim(-beams + 0.4, 0.6)
-    ax.set_xticks(range(width), [f"step {t + 1}" for t in range(width)], fontsize=PROJECTOR_TEXT)
+    ax.set_xticks(range(width), [_("step {number}").format(number=t + 1) for t in range(width)],
+                  fontsize=PROJECTOR_TEXT)
     ax.set_yticks([])
-    ax.set_title("surviving beams per step (word, score = sum of log-probabilities)", fontsize=PROJECTOR_TEXT)
+    ax.set_title(_("surviving beams per step (word, score = sum of log-probabilities)"), fontsize=PROJECTOR_TEXT)
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
     return fig
@@ -832,11 +845,11 @@ def next_token_figure(probs: torch.Tensor, kept: torch.Tensor, labels: Sequence[
     fig = Figure(figsize=(7, 2.8), layout=layout)
     ax = fig.add_subplot()
     x = np.arange(len(order))
-    ax.bar(x - 0.2, [float(probs[i]) for i in order], 0.4, color="0.7", label="model (temperature 1)")
-    ax.bar(x + 0.2, [float(kept[i]) for i in order], 0.4, color="C0", label="sampled from")
+    ax.bar(x - 0.2, [float(probs[i]) for i in order], 0.4, color="0.7", label=_("model (temperature 1)"))
+    ax.bar(x + 0.2, [float(kept[i]) for i in order], 0.4, color="C0", label=_("sampled from"))
     ax.set_xticks(x, [labels[i] for i in order], rotation=45, ha="right", fontsize=PROJECTOR_TEXT - 1)
     ax.set_ylim(0, 1)
-    ax.set_ylabel("probability", fontsize=PROJECTOR_TEXT)
+    ax.set_ylabel(_("probability"), fontsize=PROJECTOR_TEXT)
     ax.legend(fontsize=PROJECTOR_TEXT - 1, frameon=False)
     ax.tick_params(labelsize=PROJECTOR_TEXT - 1)
     return fig
