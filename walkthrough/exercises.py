@@ -219,15 +219,15 @@ def check_sinusoidal_table(fn, inputs):
         sines, cosines = expected[:, 0::2], expected[:, 1::2]  # [max_len, D/2] each
         angle = torch.arange(max_len)[:, None] / 10000 ** (torch.arange(half) / d_model)  # exponent i/D, not 2i/D
         mistakes = {
-            "sin and cos are swapped: even columns 2i hold sin, odd columns 2i+1 hold cos.":
+            N_("sin and cos are swapped: even columns 2i hold sin, odd columns 2i+1 hold cos."):
                 torch.stack([cosines, sines], -1).flatten(1),
-            "the sines fill the first half and the cosines the second: they interleave, "
-            "sin in column 2i, cos in column 2i+1.": torch.cat([sines, cosines], 1),
-            "the frequencies are off: the exponent is 2i/d_model, with i the pair index (columns 2i and 2i+1).":
+            N_("the sines fill the first half and the cosines the second: they interleave, "
+            "sin in column 2i, cos in column 2i+1."): torch.cat([sines, cosines], 1),
+            N_("the frequencies are off: the exponent is 2i/d_model, with i the pair index (columns 2i and 2i+1)."):
                 torch.stack([angle.sin(), angle.cos()], -1).flatten(1),
         }
         check_tensor(call(fn, max_len, d_model), expected, "max_len D", mistakes,
-                     f"your table for max_len={max_len}, d_model={d_model}")
+                     _("your table for max_len={max_len}, d_model={d_model}").format(max_len=max_len, d_model=d_model))
 
 
 @exercise("split_heads")
@@ -238,14 +238,14 @@ def check_split_heads(fn, inputs):
         x = inputs.randn(batch, length, heads * d_k)  # [B, L, D]
         expected = MultiHeadAttention(heads * d_k, heads).split_heads(x)  # [B, H, L, d_k]
         mistakes = {
-            "a straight view to [B, H, L, d_k] cuts across tokens: the shape is right, but each 'head' holds "
-            "pieces of several tokens. View to [B, L, H, d_k] first, then transpose(1, 2).":
+            N_("a straight view to [B, H, L, d_k] cuts across tokens: the shape is right, but each 'head' holds "
+            "pieces of several tokens. View to [B, L, H, d_k] first, then transpose(1, 2)."):
                 x.view(batch, heads, length, d_k),
-            "each head takes every H-th feature: head h is the block of features h·d_k .. (h+1)·d_k - 1, "
-            "so view to [B, L, H, d_k] (H before d_k).": x.view(batch, length, d_k, heads).permute(0, 3, 1, 2),
+            N_("each head takes every H-th feature: head h is the block of features h·d_k .. (h+1)·d_k - 1, "
+            "so view to [B, L, H, d_k] (H before d_k)."): x.view(batch, length, d_k, heads).permute(0, 3, 1, 2),
         }
         check_tensor(call(fn, x, heads), expected, "B H L d_k", mistakes,
-                     f"for x {list(x.shape)} and num_heads={heads}, your result")
+                     _("for x {x_shape} and num_heads={heads}, your result").format(x_shape=list(x.shape), heads=heads))
 
 
 @exercise("padding_mask")
@@ -257,14 +257,16 @@ def check_padding_mask(fn, inputs):
                                    avoid={pad_id}), pad_id)  # [B, L], the last row full
         expected = padding_mask(ids, pad_id)  # [B, 1, 1, L]
         mistakes = {
-            "it is inverted: here True = may attend (a real token), so PAD positions are False. "
-            "(nn.MultiheadAttention's key_padding_mask is the other way round.)": ~expected,
-            **{f"right values, but shape {shape}: add the broadcast dims so it is [B, 1, 1, L] "
-               f"(mask[:, None, None, :] from [B, L]), to fit the scores [B, H, L_q, L_k].": expected.view(sizes)
+            N_("it is inverted: here True = may attend (a real token), so PAD positions are False. "
+            "(nn.MultiheadAttention's key_padding_mask is the other way round.)"): ~expected,
+            **{_("right values, but shape {shape}: add the broadcast dims so it is [B, 1, 1, L] "
+               "(mask[:, None, None, :] from [B, L]), to fit the scores [B, H, L_q, L_k].").format(
+                   shape=shape): expected.view(sizes)
                for shape, sizes in (("[B, L]", (batch, length)), ("[B, 1, L]", (batch, 1, length)))},
         }
         check_tensor(call(fn, ids, pad_id), expected, "B 1 1 L_k", mistakes,
-                     f"for ids {list(ids.shape)} with pad_id={pad_id}, your mask")
+                     _("for ids {ids_shape} with pad_id={pad_id}, your mask").format(
+                         ids_shape=list(ids.shape), pad_id=pad_id))
 
 
 @exercise("causal_mask_blocked")
@@ -274,16 +276,17 @@ def check_causal_mask_blocked(fn, inputs):
         expected = to_blocked(causal_mask(length))  # [L_q, L_k], True above the diagonal
         ones = torch.ones(length, length, dtype=torch.bool)
         mistakes = {
-            "it uses True = may attend (this package's convention); nn.MultiheadAttention wants "
-            "True = blocked: invert it.": causal_mask(length),
-            "you blocked the diagonal too: a position may attend to itself, so only keys after it are "
-            "blocked (triu with diagonal=1).": ones.triu(),
-            "you blocked the past instead of the future: the blocked keys are above the diagonal "
-            "(triu, not tril).": ones.tril(-1),
-            "that is the additive float mask (0 / -inf); this exercise wants the bool one, True = blocked.":
+            N_("it uses True = may attend (this package's convention); nn.MultiheadAttention wants "
+            "True = blocked: invert it."): causal_mask(length),
+            N_("you blocked the diagonal too: a position may attend to itself, so only keys after it are "
+            "blocked (triu with diagonal=1)."): ones.triu(),
+            N_("you blocked the past instead of the future: the blocked keys are above the diagonal "
+            "(triu, not tril)."): ones.tril(-1),
+            N_("that is the additive float mask (0 / -inf); this exercise wants the bool one, True = blocked."):
                 torch.zeros(length, length).masked_fill(expected, -math.inf),
         }
-        check_tensor(call(fn, length), expected, "L_q L_k", mistakes, f"for L={length}, your mask")
+        check_tensor(call(fn, length), expected, "L_q L_k", mistakes, _("for L={length}, your mask").format(
+            length=length))
 
 
 @exercise("cross_attention_scores")
@@ -294,16 +297,17 @@ def check_cross_attention_scores(fn, inputs):
         q, k = inputs.randn(batch, heads, tgt_len, d_k), inputs.randn(batch, heads, src_len, d_k)
         product = q @ k.transpose(-2, -1)  # [B, H, L_tgt, L_src]
         expected = product / math.sqrt(d_k)
-        _, weights = scaled_dot_product_attention(q, k, inputs.randn(batch, heads, src_len, d_k))
+        _context, weights = scaled_dot_product_attention(q, k, inputs.randn(batch, heads, src_len, d_k))
         torch.testing.assert_close(expected.softmax(-1), weights)  # the package agrees these are its scores
         mistakes = {
-            "you forgot to divide by √d_k.": product,
-            "you divided by d_k; the scale is √d_k.": product / d_k,
-            "you computed K·Qᵀ: rows must be the target (query) positions, so q @ k.transpose(-2, -1).":
+            N_("you forgot to divide by √d_k."): product,
+            N_("you divided by d_k; the scale is √d_k."): product / d_k,
+            N_("you computed K·Qᵀ: rows must be the target (query) positions, so q @ k.transpose(-2, -1)."):
                 k @ q.transpose(-2, -1) / math.sqrt(d_k),
         }
         check_tensor(call(fn, q, k), expected, "B H L_tgt L_src", mistakes,
-                     f"for q {list(q.shape)} and k {list(k.shape)}, your scores")
+                     _("for q {q_shape} and k {k_shape}, your scores").format(
+                         q_shape=list(q.shape), k_shape=list(k.shape)))
 
 
 def normalise(x, dim, eps, correction=0, eps_inside=True):
@@ -328,18 +332,18 @@ def check_layer_norm(fn, inputs):
         gamma, beta = norm.weight.detach().clone(), norm.bias.detach().clone()
         normalised = partial(normalise, x, eps=eps)
         mistakes = {
-            "you normalised over the batch dim: LayerNorm normalises each token's D features (dim=-1).":
+            N_("you normalised over the batch dim: LayerNorm normalises each token's D features (dim=-1)."):
                 normalised(0) * gamma + beta,
-            "you normalised over the length dim: LayerNorm normalises each token's D features (dim=-1).":
+            N_("you normalised over the length dim: LayerNorm normalises each token's D features (dim=-1)."):
                 normalised(1) * gamma + beta,
-            "you used the unbiased variance (÷(D-1)); LayerNorm divides by D (unbiased=False).":
+            N_("you used the unbiased variance (÷(D-1)); LayerNorm divides by D (unbiased=False)."):
                 normalised(-1, correction=1) * gamma + beta,
-            "you forgot the learned scale and shift: multiply by gamma, then add beta.": normalised(-1),
-            "eps goes inside the square root: (x - mean) / sqrt(var + eps).":
+            N_("you forgot the learned scale and shift: multiply by gamma, then add beta."): normalised(-1),
+            N_("eps goes inside the square root: (x - mean) / sqrt(var + eps)."):
                 normalised(-1, eps_inside=False) * gamma + beta,
         }
         check_tensor(call(fn, x, gamma, beta, eps), expected, "B L D", mistakes,
-                     f"for x {list(x.shape)} and eps={eps}, your result")
+                     _("for x {x_shape} and eps={eps}, your result").format(x_shape=list(x.shape), eps=eps))
 
 
 @exercise("sequence_loss")
@@ -355,17 +359,18 @@ def check_sequence_loss(fn, inputs):
         per_token = F.cross_entropy(logits.transpose(1, 2), labels, reduction="none")  # [B, L]
         real = labels != pad_id  # [B, L]
         mistakes = {
-            "PAD positions count: ignore them (ignore_index=pad_id).": per_token.mean(),
-            "you applied softmax before the loss: cross_entropy takes raw logits (it does log_softmax itself).":
+            N_("PAD positions count: ignore them (ignore_index=pad_id)."): per_token.mean(),
+            N_("you applied softmax before the loss: cross_entropy takes raw logits (it does log_softmax itself)."):
                 sequence_loss(logits.softmax(-1), labels, pad_id),
-            "you summed: the loss is the mean over the real (non-PAD) tokens.": (per_token * real).sum(),
-            "you divided by all B·L positions, PAD included: divide by the number of real tokens.":
+            N_("you summed: the loss is the mean over the real (non-PAD) tokens."): (per_token * real).sum(),
+            N_("you divided by all B·L positions, PAD included: divide by the number of real tokens."):
                 (per_token * real).sum() / labels.numel(),
-            "you averaged each sentence first: the loss is the mean over all real tokens of the batch.":
+            N_("you averaged each sentence first: the loss is the mean over all real tokens of the batch."):
                 ((per_token * real).sum(1) / real.sum(1)).mean(),
         }
         check_tensor(call(fn, logits, labels, pad_id), expected, "", mistakes,
-                     f"for logits {list(logits.shape)} and pad_id={pad_id}, your loss")
+                     _("for logits {logits_shape} and pad_id={pad_id}, your loss").format(
+                         logits_shape=list(logits.shape), pad_id=pad_id))
 
 
 @exercise("teacher_forcing")
@@ -373,28 +378,30 @@ def check_teacher_forcing(fn, inputs):
     """fn(targets, sos_id, eos_id, pad_id) -> (decoder_input [B, L], labels [B, L]) (notebook 07)."""
     for sos_id, eos_id, pad_id in ((1, 2, 0), (5, 6, 7), (3, 0, 9)):
         targets = inputs.ids([inputs.random.randint(1, 6) for _ in range(4)], avoid={sos_id, eos_id, pad_id})
-        about = f"for sos_id={sos_id}, eos_id={eos_id}, pad_id={pad_id}"
+        about = _("for sos_id={sos_id}, eos_id={eos_id}, pad_id={pad_id}").format(
+            sos_id=sos_id, eos_id=eos_id, pad_id=pad_id)
         result = call(fn, targets, sos_id, eos_id, pad_id)
         if not (isinstance(result, tuple) and len(result) == 2):
-            raise Wrong(f"{about}, return two tensors, (decoder_input, labels); got {type(result).__name__}.")
+            raise Wrong(_("{about}, return two tensors, (decoder_input, labels); got {type}.").format(
+                about=about, type=type(result).__name__))
         expected_input, expected_labels = teacher_forcing(targets, sos_id, eos_id, pad_id)  # [B, L] each
         starts = pad_batch([[sos_id] + t for t in targets], pad_id)
         ends = pad_batch([t + [eos_id] for t in targets], pad_id)
-        decoder_input, labels = (real_tensor(part, f"{about}, your {what}")
-                                 for part, what in zip(result, ("decoder input", "labels")))
+        decoder_input, labels = (real_tensor(part, _("{about}, your {what}").format(about=about, what=what))
+                                 for part, what in zip(result, (_("decoder input"), _("labels"))))
         if same(decoder_input, labels):
-            raise Wrong(f"{about}, your decoder input and labels are the same: the labels are the input "
-                        f"shifted left by one, so each position predicts the next token.")
+            raise Wrong(_("{about}, your decoder input and labels are the same: the labels are the input "
+                        "shifted left by one, so each position predicts the next token.").format(about=about))
         check_tensor(decoder_input, expected_input, "B L_tgt", {
-            "it ends with <eos> instead of starting with <sos>: did you shift the wrong way?": ends,
-            "it should start with <sos>: decoder input = <sos> + y.": pad_batch(targets, pad_id),
-        }, f"{about}, your decoder input")
+            N_("it ends with <eos> instead of starting with <sos>: did you shift the wrong way?"): ends,
+            N_("it should start with <sos>: decoder input = <sos> + y."): pad_batch(targets, pad_id),
+        }, _("{about}, your decoder input").format(about=about))
         check_tensor(labels, expected_labels, "B L_tgt", {
-            "they start with <sos> instead of ending with <eos>: did you shift the wrong way?": starts,
-            "they miss <eos>: labels = y + <eos>, so the model learns to stop.": pad_batch(targets, pad_id),
-            "they miss <eos> (padded instead): labels = y + <eos>, so the model learns to stop.":
+            N_("they start with <sos> instead of ending with <eos>: did you shift the wrong way?"): starts,
+            N_("they miss <eos>: labels = y + <eos>, so the model learns to stop."): pad_batch(targets, pad_id),
+            N_("they miss <eos> (padded instead): labels = y + <eos>, so the model learns to stop."):
                 pad_batch([t + [pad_id] for t in targets], pad_id),
-        }, f"{about}, your labels")
+        }, _("{about}, your labels").format(about=about))
 
 
 @exercise("cached_attention_step")
@@ -404,19 +411,21 @@ def check_cached_attention_step(fn, inputs):
         batch, heads, cached, d_k = inputs.sizes(4, 2, 10)
         q = inputs.randn(batch, heads, 1, d_k)
         k, v = inputs.randn(batch, heads, cached, d_k), inputs.randn(batch, heads, cached, d_k)
-        expected, _ = scaled_dot_product_attention(q, k, v)  # [B, H, 1, d_k]
+        expected, _weights = scaled_dot_product_attention(q, k, v)  # [B, H, 1, d_k]
         scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # [B, H, 1, t]
         mistakes = {
-            "you applied a causal mask as if the query were position 0; a cached step's query is the newest "
+            N_("you applied a causal mask as if the query were position 0; a cached step's query is the newest "
             "position and may see every cached key: no mask. (F.scaled_dot_product_attention's is_causal=True "
-            "does this for a one-row query: it aligns the mask top-left.)":
+            "does this for a one-row query: it aligns the mask top-left.)"):
                 scaled_dot_product_attention(q, k, v, causal_mask(cached)[:1])[0],
-            "you forgot to divide the scores by √d_k.": (q @ k.transpose(-2, -1)).softmax(-1) @ v,
-            **{f"softmax over the wrong dim ({dim}): each query's weights sum to 1 over the keys, the last "
-               f"dim of the scores [B, H, 1, t]: softmax(dim=-1).": scores.softmax(dim) @ v for dim in (1, 2)},
+            N_("you forgot to divide the scores by √d_k."): (q @ k.transpose(-2, -1)).softmax(-1) @ v,
+            **{_("softmax over the wrong dim ({dim}): each query's weights sum to 1 over the keys, the last "
+               "dim of the scores [B, H, 1, t]: softmax(dim=-1).").format(
+                   dim=dim): scores.softmax(dim) @ v for dim in (1, 2)},
         }
         check_tensor(call(fn, q, k, v), expected, "B H L_q d_k", mistakes,
-                     f"for q {list(q.shape)} and a cache of t={cached}, your context")
+                     _("for q {q_shape} and a cache of t={cached}, your context").format(
+                         q_shape=list(q.shape), cached=cached))
 
 
 @exercise("expand_kv_heads")
@@ -429,11 +438,11 @@ def check_expand_kv_heads(fn, inputs):
         k = inputs.randn(batch, kv_heads, length, d_k)
         expected = MultiHeadAttention(heads * d_k, heads, num_kv_heads=kv_heads).expand_kv(k)
         mistakes = {
-            "the K/V heads are tiled (repeat): query head h got K/V head h % H_kv. Each K/V head serves a "
-            "group of consecutive query heads: use repeat_interleave.": k.repeat(1, heads // kv_heads, 1, 1),
+            N_("the K/V heads are tiled (repeat): query head h got K/V head h % H_kv. Each K/V head serves a "
+            "group of consecutive query heads: use repeat_interleave."): k.repeat(1, heads // kv_heads, 1, 1),
         }
         check_tensor(call(fn, k, heads), expected, "B H L d_k", mistakes,
-                     f"for k {list(k.shape)} and num_heads={heads}, your result")
+                     _("for k {k_shape} and num_heads={heads}, your result").format(k_shape=list(k.shape), heads=heads))
 
 
 @exercise("heads_into_batch")
@@ -445,12 +454,12 @@ def check_heads_into_batch(fn, inputs):
         ours = MultiHeadAttention(heads * d_k, heads).split_heads(x.transpose(0, 1))  # [B, H, L, d_k]
         expected = ours.reshape(batch * heads, length, d_k)  # [B·H, L, d_k]: row b·H + h is sentence b, head h
         mistakes = {
-            "the heads are scrambled: reshaping [B, L, D] straight to [B·H, L, d_k] cuts across tokens. "
-            "View x as [L, B·H, d_k] first (each head's d_k features stay together), then swap L and B·H.":
+            N_("the heads are scrambled: reshaping [B, L, D] straight to [B·H, L, d_k] cuts across tokens. "
+            "View x as [L, B·H, d_k] first (each head's d_k features stay together), then swap L and B·H."):
                 x.transpose(0, 1).reshape(batch * heads, length, d_k),
         }
         check_tensor(call(fn, x, heads), expected, "B·H L d_k", mistakes,
-                     f"for x {list(x.shape)} and num_heads={heads}, your result")
+                     _("for x {x_shape} and num_heads={heads}, your result").format(x_shape=list(x.shape), heads=heads))
 
 
 @exercise("online_softmax_step")
@@ -466,24 +475,25 @@ def check_online_softmax_step(fn, inputs):
         expected = online_softmax_step(m, sum_exp, acc, scores, v)
         m_new = expected[0]
         p = torch.exp(scores - m_new[:, None])  # [R, b]
-        about = f"for {rows} rows and a block of {keys} keys, your"
+        about = _("for {rows} rows and a block of {keys} keys, your").format(rows=rows, keys=keys)
         result = call(fn, m.clone(), sum_exp.clone(), acc.clone(), scores.clone(), v.clone())
         if not (isinstance(result, tuple) and len(result) == 3):
-            raise Wrong(f"{about} function should return three tensors, (m, l, acc); got {type(result).__name__}.")
+            raise Wrong(_("{about} function should return three tensors, (m, l, acc); got {type}.").format(
+                about=about, type=type(result).__name__))
         check_tensor(result[0], m_new, "R", {
-            "m is the max of this block alone: the running max is the larger of the old m and this block's max.":
-                scores.amax(-1)}, f"{about} running max m")
-        forgot = "you forgot to rescale: where the max grew from m to m_new, the old {} was counted against the " \
-                 "old m; multiply it by exp(m - m_new) before adding this block."
-        inverted = "the rescale is upside down: it is exp(m_old - m_new) (at most 1), not exp(m_new - m_old)."
+            N_("m is the max of this block alone: the running max is the larger of the old m and this block's max."):
+                scores.amax(-1)}, _("{about} running max m").format(about=about))
+        forgot = N_("you forgot to rescale: where the max grew from m to m_new, the old {what} was counted against "
+                    "the old m; multiply it by exp(m - m_new) before adding this block.")
+        inverted = N_("the rescale is upside down: it is exp(m_old - m_new) (at most 1), not exp(m_new - m_old).")
         check_tensor(result[1], expected[1], "R", {
-            forgot.format("sum l"): sum_exp + p.sum(-1),
+            _(forgot).format(what=_("sum l")): sum_exp + p.sum(-1),
             inverted: torch.exp(m_new - m) * sum_exp + p.sum(-1),
-        }, f"{about} running sum l")
+        }, _("{about} running sum l").format(about=about))
         check_tensor(result[2], expected[2], "R d_v", {
-            forgot.format("output acc"): acc + p @ v,
+            _(forgot).format(what=_("output acc")): acc + p @ v,
             inverted: torch.exp(m_new - m)[:, None] * acc + p @ v,
-        }, f"{about} running output acc")
+        }, _("{about} running output acc").format(about=about))
 
 
 @exercise("softmax_backward")
@@ -495,18 +505,18 @@ def check_softmax_backward(fn, inputs):
         d_probs = inputs.randn(batch, heads, length, length)
         expected = backward.softmax_backward(probs, d_probs)
         mistakes = {
-            "you forgot the row sum: d_scores = p ⊙ (d_probs - Σ_j p_j·d_probs_j); every score moves every "
-            "probability of its row, because they must still sum to 1.": probs * d_probs,
-            "the sum runs over the wrong dim: softmax normalised each row (dim=-1, the keys), so sum over -1.":
+            N_("you forgot the row sum: d_scores = p ⊙ (d_probs - Σ_j p_j·d_probs_j); every score moves every "
+            "probability of its row, because they must still sum to 1."): probs * d_probs,
+            N_("the sum runs over the wrong dim: softmax normalised each row (dim=-1, the keys), so sum over -1."):
                 probs * (d_probs - (probs * d_probs).sum(-2, keepdim=True)),
-            "you subtracted the plain mean of d_probs: subtract the probability-weighted sum Σ_j p_j·d_probs_j.":
+            N_("you subtracted the plain mean of d_probs: subtract the probability-weighted sum Σ_j p_j·d_probs_j."):
                 probs * (d_probs - d_probs.mean(-1, keepdim=True)),
-            "the sign is flipped: p ⊙ (d_probs - Σ p·d_probs), not the other way round.":
+            N_("the sign is flipped: p ⊙ (d_probs - Σ p·d_probs), not the other way round."):
                 probs * ((probs * d_probs).sum(-1, keepdim=True) - d_probs),
-            "you returned d_probs unchanged: softmax's Jacobian is diag(p) - p pᵀ, not the identity.": d_probs,
+            N_("you returned d_probs unchanged: softmax's Jacobian is diag(p) - p pᵀ, not the identity."): d_probs,
         }
         check_tensor(call(fn, probs, d_probs), expected, "B H L_q L_k", mistakes,
-                     f"for probs {list(probs.shape)}, your d_scores")
+                     _("for probs {probs_shape}, your d_scores").format(probs_shape=list(probs.shape)))
 
 
 @exercise("scores_backward")
@@ -519,24 +529,26 @@ def check_scores_backward(fn, inputs):
         d_scores = inputs.randn(batch, heads, l_q, l_k)
         scale = math.sqrt(d_k)
         expected_q, expected_k = d_scores @ k / scale, d_scores.transpose(-2, -1) @ q / scale
-        about = f"for q {list(q.shape)} and k {list(k.shape)}"
+        about = _("for q {q_shape} and k {k_shape}").format(q_shape=list(q.shape), k_shape=list(k.shape))
         result = call(fn, q, k, d_scores)
         if not (isinstance(result, tuple) and len(result) == 2):
-            raise Wrong(f"{about}, return two tensors, (d_q, d_k); got {type(result).__name__}.")
+            raise Wrong(_("{about}, return two tensors, (d_q, d_k); got {type}.").format(
+                about=about, type=type(result).__name__))
         square = l_q == l_k  # only then does a transposed d_scores still fit, and give the wrong numbers
         check_tensor(result[0], expected_q, "B H L_q d_k", {
-            "you forgot the ÷√d_k: the scores were divided by √d_k, so their gradient carries it too.": d_scores @ k,
-            "you divided by d_k; the scale is √d_k.": d_scores @ k / d_k,
-            **({"d_scores is transposed: row i of d_scores belongs to query i, so d_q = d_scores @ K / √d_k.":
+            N_("you forgot the ÷√d_k: the scores were divided by √d_k, so their gradient carries it too."):
+                d_scores @ k,
+            N_("you divided by d_k; the scale is √d_k."): d_scores @ k / d_k,
+            **({N_("d_scores is transposed: row i of d_scores belongs to query i, so d_q = d_scores @ K / √d_k."):
                 d_scores.transpose(-2, -1) @ k / scale} if square else {}),
-        }, f"{about}, your d_q")
+        }, _("{about}, your d_q").format(about=about))
         check_tensor(result[1], expected_k, "B H L_k d_k", {
-            "you forgot the ÷√d_k: the scores were divided by √d_k, so their gradient carries it too.":
+            N_("you forgot the ÷√d_k: the scores were divided by √d_k, so their gradient carries it too."):
                 d_scores.transpose(-2, -1) @ q,
-            "you divided by d_k; the scale is √d_k.": d_scores.transpose(-2, -1) @ q / d_k,
-            **({"K's gradient needs d_scores transposed (keys are its columns): d_k = d_scoresᵀ @ Q / √d_k.":
+            N_("you divided by d_k; the scale is √d_k."): d_scores.transpose(-2, -1) @ q / d_k,
+            **({N_("K's gradient needs d_scores transposed (keys are its columns): d_k = d_scoresᵀ @ Q / √d_k."):
                 d_scores @ q / scale} if square else {}),
-        }, f"{about}, your d_k")
+        }, _("{about}, your d_k").format(about=about))
 
 
 @exercise("rank_shard")
@@ -545,7 +557,7 @@ def check_rank_shard(fn, inputs):
     cases = [(9, 4), (10, 4), (5, 5)] + [(world + extra, world) for world, extra in
                                           zip(inputs.sizes(CASES, 2, 9), inputs.sizes(CASES, 0, 20))]
     for batch, world in cases:
-        about = f"for a batch of {batch} on {world} ranks"
+        about = _("for a batch of {batch} on {world} ranks").format(batch=batch, world=world)
         got = []
         for rank in range(world):
             result = call(fn, batch, world, rank)
@@ -553,27 +565,31 @@ def check_rank_shard(fn, inputs):
                 result = (result.start, result.stop)
             if not (isinstance(result, (tuple, list)) and len(result) == 2
                     and all(isinstance(i, int) and not isinstance(i, bool) for i in result)):
-                raise Wrong(f"{about}, rank {rank}: return two whole numbers (start, stop), got {result!r}.")
+                raise Wrong(_("{about}, rank {rank}: return two whole numbers (start, stop), got {result!r}.").format(
+                    about=about, rank=rank, result=result))
             got.append(tuple(result))
         sizes = [stop - start for start, stop in got]
         empty = [rank for rank, size in enumerate(sizes) if size <= 0]
         if empty:
-            raise Wrong(f"{about}, rank {empty[0]} gets no sentence (rows {got[empty[0]]}): a rank with nothing "
-                        f"to train on has no gradient to all-reduce. Rounding the shard size up fills the "
-                        f"first ranks and starves the last: give every rank batch // world rows, and one more "
-                        f"to the first batch % world ranks.")
+            raise Wrong(_("{about}, rank {empty_0} gets no sentence (rows {got_empty_0}): a rank with nothing "
+                        "to train on has no gradient to all-reduce. Rounding the shard size up fills the "
+                        "first ranks and starves the last: give every rank batch // world rows, and one more "
+                        "to the first batch % world ranks.").format(
+                            about=about, empty_0=empty[0], got_empty_0=got[empty[0]]))
         if [start for start, _ in got[1:]] != [stop for _, stop in got[:-1]] or got[0][0] != 0 \
                 or got[-1][1] != batch:
-            raise Wrong(f"{about}, your shards {got} do not cover rows 0..{batch - 1} once each, in order: "
-                        f"each shard starts where the previous one stopped, the first at 0, the last stops at "
-                        f"{batch}. Rounding the size down leaves the last batch % world rows untrained.")
+            raise Wrong(_("{about}, your shards {got} do not cover rows 0..{batch_1} once each, in order: "
+                        "each shard starts where the previous one stopped, the first at 0, the last stops at "
+                        "{batch}. Rounding the size down leaves the last batch % world rows untrained.").format(
+                            about=about, got=got, batch_1=batch - 1, batch=batch))
         expected = [(s.start, s.stop) for s in (shard_slice(batch, world, rank) for rank in range(world))]
         if max(sizes) - min(sizes) > 1:
-            raise Wrong(f"{about}, your shard sizes {sizes} differ by more than one: the slowest rank sets "
-                        f"every step's pace. Spread the remainder, one extra row each.")
+            raise Wrong(_("{about}, your shard sizes {sizes} differ by more than one: the slowest rank sets "
+                        "every step's pace. Spread the remainder, one extra row each.").format(
+                            about=about, sizes=sizes))
         if got != expected:
-            raise Wrong(f"{about}, your shards are {got}; torch.tensor_split (and walkthrough) give the extra "
-                        f"rows to the first ranks: {expected}.")
+            raise Wrong(_("{about}, your shards are {got}; torch.tensor_split (and walkthrough) give the extra "
+                        "rows to the first ranks: {expected}.").format(about=about, got=got, expected=expected))
 
 
 @exercise("top_p_filter")
@@ -590,12 +606,13 @@ def check_top_p_filter(fn, inputs):
         below = torch.zeros_like(probs).scatter(-1, order, (ranked.cumsum(-1) < top_p).float()).bool()
         unranked = probs.cumsum(-1) - probs < top_p  # the mass before each token in id order, not by probability
         check_tensor(call(fn, logits, top_p), expected, "B V", {
-            "keep a token while the mass ranked above it is below top_p: the token that crosses top_p stays "
-            "(the kept set must reach top_p), and the most likely token always stays.":
+            N_("keep a token while the mass ranked above it is below top_p: the token that crosses top_p stays "
+            "(the kept set must reach top_p), and the most likely token always stays."):
                 logits.masked_fill(~below, -math.inf),
-            "rank the tokens by probability first (most likely first, the lower id first on a tie), then "
-            "add up their probabilities: in id order the sum means nothing.": logits.masked_fill(~unranked, -math.inf),
-        }, f"for logits {list(logits.shape)} and top_p={top_p}, your result")
+            N_("rank the tokens by probability first (most likely first, the lower id first on a tie), then "
+            "add up their probabilities: in id order the sum means nothing."): logits.masked_fill(~unranked, -math.inf),
+        }, _("for logits {logits_shape} and top_p={top_p}, your result").format(
+            logits_shape=list(logits.shape), top_p=top_p))
 
 
 def check_exercise(name: str, fn: Callable, seed: int = 0) -> ExerciseResult:
