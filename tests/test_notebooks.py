@@ -175,18 +175,29 @@ def test_widgets_work_after_a_restart_run_out_of_order(path):
 
 
 def test_static_site_builds_offline(tmp_path):
+    """Both editions, as committed: every English notebook's page and every twin's page under zh/, each in its
+    edition's index, each linking its twin in the other language (tests/test_offline.py has the details)."""
     pages = build_site.build(tmp_path)
-    committed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", "HEAD", "notebooks/"],
+
+    def committed(folder):
+        names = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", "HEAD", f"{folder}/"],
                                capture_output=True, text=True, check=True).stdout.split()
-    assert [p.stem for p in pages] == [Path(n).stem for n in committed if n.endswith(".ipynb")]
-    index = (tmp_path / "index.html").read_text()
+        return [Path(n).stem for n in names if n.endswith(".ipynb")]
+
+    english, chinese = committed("notebooks"), committed("notebooks/zh")
+    assert [p.relative_to(tmp_path).as_posix() for p in pages] == \
+        [f"{stem}.html" for stem in english] + [f"zh/{stem}.html" for stem in chinese]
+    for stem in chinese:
+        assert f"href='zh/{stem}.html'" in (tmp_path / f"{stem}.html").read_text(encoding="utf-8")
+        assert f"href='../{stem}.html'" in (tmp_path / "zh" / f"{stem}.html").read_text(encoding="utf-8")
     for page in pages:
-        text = page.read_text()
+        text = page.read_text(encoding="utf-8")
+        index = (page.parent / "index.html").read_text(encoding="utf-8")
         assert f"href='{page.name}'" in index
         assert "data:image/png;base64" in text, "figures are embedded"
         assert not re.search(r"<script\b[^>]*\bsrc=[\"']https?://", text), "no CDN script"
         assert not any(re.search(r"https?://", s) for s in re.findall(r"<script\b.*?</script>", text, re.S))
-        assert "Interactive widget" in text
+        assert ("交互控件" if page.parent.name == "zh" else "Interactive widget") in text
 
 
 def git(root: Path, *arguments: str) -> None:
