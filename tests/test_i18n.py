@@ -1,0 +1,217 @@
+"""The package speaks the reader's language (issue 20): every message has Chinese, and the Chinese notebooks show it.
+
+The catalog is checked against the source itself (Babel extracts every ``_("...")`` and ``N_("...")`` as
+``make messages`` does), so a message added without a translation fails here; then what a Chinese reader
+meets is checked in Chinese: a shape table, an explorer, quiz and exercise feedback, a figure, an error.
+"""
+
+import html
+import io
+import re
+import string
+from collections import Counter
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+from babel.messages.extract import extract_from_dir
+from babel.messages.frontend import parse_mapping_cfg
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po
+
+import walkthrough as wt
+from walkthrough import i18n
+
+ROOT = Path(__file__).resolve().parent.parent
+PO = ROOT / "walkthrough" / "locale" / "zh" / "LC_MESSAGES" / "walkthrough.po"
+MO = PO.with_suffix(".mo")
+CHINESE = re.compile(r"[\u4e00-\u9fff]")
+SHORTEST_PIECE = 16  # shorter English pieces ("key", "where") also occur in code, names and data
+
+
+def read_catalog():
+    with PO.open("rb") as f:
+        return read_po(f)
+
+
+def extracted_ids() -> set[str]:
+    """Every message id in walkthrough/, found as `make messages` finds them (babel.cfg's map)."""
+    with (ROOT / "babel.cfg").open() as f:
+        method_map, options_map = parse_mapping_cfg(f)
+    return {message if isinstance(message, str) else message[0]
+            for _, _, message, _, _ in extract_from_dir(ROOT / "walkthrough", method_map, options_map)}
+
+
+@pytest.fixture
+def chinese():
+    wt.set_language("zh")
+    yield
+    wt.set_language("en")
+
+
+def test_every_message_in_the_source_has_chinese_and_the_catalog_has_no_lost_message():
+    catalog = read_catalog()
+    in_source = extracted_ids()
+    assert len(in_source) > 300  # the package's messages, not a stray few
+    untranslated = sorted(m.id for m in catalog if m.id and (not m.string or m.fuzzy))
+    missing = sorted(in_source - {m.id for m in catalog if m.id})
+    lost = sorted({m.id for m in catalog if m.id} - in_source)
+    assert not missing, f"messages with no catalog entry (run `make messages`, then translate): {missing[:10]}"
+    assert not untranslated, f"messages without a (non-fuzzy) Chinese translation: {untranslated[:10]}"
+    assert not lost, f"catalog entries the source no longer has (run `make messages`): {lost[:10]}"
+
+
+def test_the_committed_mo_is_the_compiled_po():
+    compiled = io.BytesIO()
+    write_mo(compiled, read_catalog())
+    assert MO.read_bytes() == compiled.getvalue(), "walkthrough.mo is stale: run `make messages`"
+
+
+def fields(text: str) -> Counter:
+    """The placeholders of a str.format text, with their conversion and format spec: {name!r}, {count:,}."""
+    return Counter((name, conversion, spec) for _, name, spec, conversion in string.Formatter().parse(text)
+                   if name is not None)
+
+
+def test_every_translation_keeps_the_placeholders_of_its_english():
+    broken = [(m.id, m.string) for m in read_catalog() if m.id and fields(m.id) != fields(m.string)]
+    assert not broken, broken[:5]
+
+
+def test_fields_sees_a_dropped_or_renamed_placeholder():
+    assert fields("{a} of {b:,}") == fields("{b:,} 中的 {a}")
+    assert fields("{a} of {b:,}") != fields("{a} 中的 {b}")
+    assert fields("{a!r}") != fields("{c!r}")
+
+
+def test_a_shape_tables_meanings_and_headers_are_chinese_and_english_comes_back(chinese):
+    rows = wt.trace_shapes(wt.ModelConfig(num_layers=1))
+    table = wt.shape_table(rows, within="encoder.layers.0.self_attn", steps=("scores", "weights"))
+    scores = wt.STEPS["scores"]
+    shown = repr(table)
+    assert i18n._(scores.meaning) in shown and CHINESE.search(i18n._(scores.meaning))
+    assert scores.meaning not in shown and "meaning" not in shown
+    assert CHINESE.search(table._repr_html_().split("</thead>")[0])  # the headers
+    assert all(row.meaning == wt.STEPS[step].meaning for row, step in zip(table.rows, ("scores", "weights")))
+    wt.set_language("en")
+    assert scores.meaning in repr(table) and not CHINESE.search(repr(table))
+
+
+def test_an_explorer_asks_and_answers_in_chinese(chinese):
+    widgets = pytest.importorskip("walkthrough.widgets")
+    explorer = widgets.mask_explorer()
+    prompt = explorer.children[0].value
+    assert "先预测" in prompt and "Predict first" not in prompt
+    explorer.control("len_1").value = 1
+    explorer.control("tgt_len").value = 1
+    explorer.control("len_2").value = 4  # longer than tgt_len: the explorer's own message, in Chinese
+    assert CHINESE.search(explorer.text()) and "does not fit" not in explorer.text()
+
+
+def test_quiz_feedback_is_chinese(chinese):
+    correct, feedback = wt.check_shape_answer("[32, 64, 10]", (32, 8, 10), "B H L")
+    assert not correct and CHINESE.search(feedback) and "dim" not in feedback
+    correct, feedback = wt.check_shape_answer("[32, 8, 10]", (32, 8, 10), "B H L")
+    assert correct and feedback.startswith("正确")
+
+
+def test_an_exercise_verdict_is_chinese(chinese, capsys):
+    def swapped(x, num_heads):  # the straight view: the exercise's first typical mistake
+        batch, length, d_model = x.shape
+        return x.view(batch, num_heads, length, d_model // num_heads)
+
+    result = wt.check_exercise("split_heads", swapped)
+    assert not result and CHINESE.search(result.message) and "cuts across tokens" not in result.message
+    assert capsys.readouterr().out.strip() == result.message
+    assert "还没有完成" in wt.check_exercise("split_heads", lambda x, num_heads: None).message
+
+
+def test_a_figures_title_and_labels_are_chinese(chinese):
+    viz = pytest.importorskip("walkthrough.viz")
+    figure = viz.pe_figure(20, 16)
+    table_axes = figure.axes[0]
+    assert CHINESE.search(table_axes.get_title()) and CHINESE.search(table_axes.get_xlabel())
+    font = table_axes.title.get_fontfamily()
+    assert viz.use_cjk_font() in font  # the title can draw its Chinese characters
+
+
+def test_an_error_a_notebook_can_trigger_is_chinese_and_english_after_switching_back(chinese):
+    with pytest.raises(ValueError, match="超过了 max_len"):
+        wt.trace_shapes(wt.ModelConfig(max_len=16), src_len=20)
+    with pytest.raises(TypeError, match="必须是形状"):
+        wt.check_shape_answer("[1]", torch.zeros(1))
+    wt.set_language("en")
+    with pytest.raises(ValueError, match="is longer than max_len"):
+        wt.trace_shapes(wt.ModelConfig(max_len=16), src_len=20)
+
+
+def test_a_language_the_package_does_not_speak_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"language must be one of \('en', 'zh'\), got 'fr'"):
+        wt.set_language("fr")
+    assert wt.get_language() == "en"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The Chinese notebooks' outputs hold no English message of the package.
+
+def english_pieces(catalog) -> dict[str, str]:
+    """Pieces of English that only an untranslated message would show: each translated message's text between
+    its placeholders, of a useful length, and found neither in its own translation nor in any other."""
+    translations = [m.string for m in catalog if m.id and m.string]
+    pieces = {}
+    for message in catalog:
+        if not message.id or message.string == message.id:
+            continue  # a message that reads the same in Chinese (a formula such as "Q = X·W_q")
+        for piece in re.split(r"\{[^{}]*\}", message.id):
+            piece = piece.strip(" .,;:()\n")
+            if (len(piece) >= SHORTEST_PIECE and re.search(r"[A-Za-z]{2,} [A-Za-z]{2,}", piece)
+                    and not any(piece in t for t in translations)):
+                pieces[piece] = message.id
+    return pieces
+
+
+def output_texts(notebook) -> list[str]:
+    """What a notebook's outputs show as text: streams, plain text, HTML (entities decoded, tags dropped), errors."""
+    texts = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            texts.append(output.get("text", ""))
+            texts.append(output.get("evalue", ""))
+            data = output.get("data", {})
+            texts.append(data.get("text/plain", ""))
+            texts.append(html.unescape(re.sub(r"<[^>]+>", " ", data.get("text/html", ""))))
+    return [t if isinstance(t, str) else "".join(t) for t in texts if t]
+
+
+def untranslated(notebook, pieces: dict[str, str]) -> list[str]:
+    """The English messages whose pieces show in the notebook's outputs."""
+    shown = "\n".join(output_texts(notebook))
+    return sorted({message for piece, message in pieces.items() if piece in shown})
+
+
+def test_the_scanner_finds_an_untranslated_message_planted_in_an_output():
+    pieces = english_pieces(read_catalog())
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x")])
+    cell = notebook.cells[0]
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": "<p>先预测。</p>"})]
+    assert untranslated(notebook, pieces) == []
+    english = wt.STEPS["scores"].meaning
+    cell.outputs.append(nbformat.v4.new_output(
+        "display_data", data={"text/html": f"<td style='x'>{html.escape(english)}</td>"}))
+    assert untranslated(notebook, pieces) == [english]
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                           text="✗ split_heads: x 为 [2, 3, 4]，your function raised TypeError: no")]
+    assert untranslated(notebook, pieces) == ["your function raised {type}: {error}"]
+
+
+CHINESE_NOTEBOOKS = sorted((ROOT / "notebooks" / "zh").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", CHINESE_NOTEBOOKS, ids=[p.name for p in CHINESE_NOTEBOOKS])
+def test_a_chinese_notebooks_outputs_hold_no_untranslated_message(path):
+    notebook = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+    found = untranslated(notebook, english_pieces(read_catalog()))
+    assert not found, (f"{path.name} shows package messages in English (re-execute it after `make messages`, "
+                       f"or translate them): {found[:5]}")
+
