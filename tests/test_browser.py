@@ -460,7 +460,9 @@ def test_projector_settings_apply_without_user_settings(open_notebook):
                    "the notebook does not get the screen's width")
 
 
-CHINESE_GLYPHS = """async selector => {
+CHINESE_GLYPHS = """async arg => {
+    // arg: a selector (the glossary's cells), or [selector, [[text, first, second], ...]] for other samples
+    const [selector, samples] = Array.isArray(arg) ? arg : [arg, [['词嵌入', '词', '嵌'], ['中文', '中', '文']]];
     const canvas = document.createElement('canvas');
     canvas.width = canvas.height = 64;
     const context = canvas.getContext('2d', {willReadFrequently: true});
@@ -472,7 +474,7 @@ CHINESE_GLYPHS = """async selector => {
     };
     const cells = [...document.querySelectorAll(selector)];
     const results = [];
-    for (const [text, first, second] of [['词嵌入', '词', '嵌'], ['中文', '中', '文']]) {
+    for (const [text, first, second] of samples) {
         const cell = cells.find(c => c.textContent.trim() === text);
         const font = getComputedStyle(cell).font;
         await document.fonts.load(font, first + second);
@@ -515,8 +517,18 @@ def test_static_site_draws_chinese_with_its_own_font(browser_context, tmp_path):
     page = browser_context.new_page()
     page.goto((tmp_path / "site" / "00_overview.html").as_uri())
     drawn = page.evaluate(CHINESE_GLYPHS, ".jp-RenderedMarkdown td, .jp-RenderedMarkdown th")
-    page.close()
 
     def check(condition: bool, message: str) -> None:
         assert condition, f"_site/00_overview.html: {message}"
     check_chinese_glyphs(drawn, check)
+    # The Chinese edition's page (its twin, zh/), reached by the page's own language link, draws Chinese too.
+    page.click("nav.edition-switch a")
+    page.wait_for_url("**/zh/00_overview.html")
+    drawn = page.evaluate(CHINESE_GLYPHS, ["nav.edition-switch b", [["中文版", "中", "版"]]])
+    title = page.locator(".jp-RenderedMarkdown h1").first.inner_text()
+    page.close()
+
+    def check_zh(condition: bool, message: str) -> None:
+        assert condition, f"_site/zh/00_overview.html: {message}"
+    check_zh(title.startswith("00 · "), f"the Chinese page's title is {title!r}")
+    check_chinese_glyphs(drawn, check_zh)
