@@ -13,7 +13,7 @@ LAB_SETTINGS := $(VENV)/.lab-settings-done
 # Deck mode remembers (its "active" flag) stays with this series. Delete the folder to start afresh.
 LAB_STATE ?= .lab-state
 
-.PHONY: setup browser lab test slides lint html sheet api binder-links hub hub-stop hub-link clean
+.PHONY: zh-sync setup browser lab test slides lint html sheet api binder-links hub hub-stop hub-link clean
 
 setup: $(STAMP) $(LAB_SETTINGS)
 
@@ -67,6 +67,13 @@ lint: setup
 # The site shows the committed notebooks (git HEAD), not the working copies JupyterLab autosaves.
 html: setup
 	$(BIN)/python tools/build_site.py _site
+
+# The Chinese edition (notebooks/zh/) in step with the English notebooks: missing twins created, code cells copied
+# where their code drifted, new cells inserted (marked for translation), Chinese prose left alone.
+# `make zh-sync ZH_SYNC_ARGS=--check` only reports drift; ZH_SYNC_ARGS="03 12" syncs those notebooks.
+ZH_SYNC_ARGS ?=
+zh-sync: setup
+	$(BIN)/python tools/zh_sync.py $(ZH_SYNC_ARGS)
 
 # The one-page shape sheet (A4 landscape), traced from the model, never typed: docs/shape-sheet.html (committed;
 # a test checks it is up to date) and docs/shape-sheet.pdf (printed by headless Chromium, one page or it fails).
