@@ -157,12 +157,17 @@ def test_a_language_the_package_does_not_speak_is_a_clear_error():
 
 def english_pieces(catalog) -> dict[str, str]:
     """Pieces of English that only an untranslated message would show: each translated message's text between
-    its placeholders, of a useful length, and found neither in its own translation nor in any other."""
+    its placeholders, of a useful length, and found neither in its own translation nor in any other.
+
+    Step labels are left out: they are also the keys code finds traced rows by (``shape_of["model", "causal
+    mask"]``), so a notebook's own code may print them as they are; a table shows them translated.
+    """
     translations = [m.string for m in catalog if m.id and m.string]
+    labels = {step.label for step in wt.STEPS.values()}
     pieces = {}
     for message in catalog:
-        if not message.id or message.string == message.id:
-            continue  # a message that reads the same in Chinese (a formula such as "Q = X·W_q")
+        if not message.id or message.string == message.id or message.id in labels:
+            continue  # a message that reads the same in Chinese (a formula such as "Q = X·W_q"), or a key
         for piece in re.split(r"\{[^{}]*\}", message.id):
             piece = piece.strip(" .,;:()\n")
             if (len(piece) >= SHORTEST_PIECE and re.search(r"[A-Za-z]{2,} [A-Za-z]{2,}", piece)
