@@ -281,10 +281,10 @@ def prose(notebook: dict, titles: bool = True) -> str:
     without titles, also without headings and link texts (names of places, where the first-use rule waits for
     the sentence that follows)."""
     text = "\n".join(zh_sync.source_text(c) for c in notebook["cells"] if c["cell_type"] == "markdown")
-    patterns = [r"```.*?```", r"`[^`\n]*`", r"<!--.*?-->"]
-    patterns += [r"\]\([^)]*\)"] if titles else [r"^#+ .*$", r"\[[^\]]*\]\([^)]*\)"]
+    patterns = [r"(?s)```.*?```", r"`[^`\n]*`", r"(?s)<!--.*?-->"]
+    patterns += [r"\]\([^)]*\)"] if titles else [r"(?m)^#+ .*$", r"\[[^\]]*\]\([^)]*\)"]
     for pattern in patterns:
-        text = re.sub(pattern, " ", text, flags=re.S | re.M)
+        text = re.sub(pattern, " ", text)
     return text
 
 
@@ -341,6 +341,13 @@ def test_twin_introduces_glossary_terms_at_first_use(path):
     problems += [f"{term.chinese[0]} ({term.english[0]}) is first met in this notebook, but its prose never says it"
                  for term in glossary() if term.where == path.name[:2] and term.checked and term not in used]
     assert not problems, f"zh/{path.name} (docs/glossary.md):\n" + "\n".join(problems)
+
+
+def test_prose_drops_code_headings_and_link_texts_only():
+    source = "## 掩码\n\n掩码（mask）`mask_词元`见 [词元](01_x.ipynb)。\n\n```python\n词表\n```\n最后一行的张量"
+    cell = {"cell_type": "markdown", "metadata": {}, "source": source}
+    assert prose({"cells": [cell]}, titles=False).split() == ["掩码（mask）", "见", "。", "最后一行的张量"]
+    assert prose({"cells": [cell]}).split() == ["##", "掩码", "掩码（mask）", "见", "[词元", "。", "最后一行的张量"]
 
 
 def test_first_use_rule_on_small_texts():
