@@ -131,12 +131,13 @@ class Notebook:
         if not condition:
             pytest.fail(f"{self.name}: {message} (screenshot: {self.screenshot()})")
 
-    def wait_until(self, condition: str, message: str, arg=None):
+    def wait_until(self, condition: str, message: str, arg=None, ceiling_ms: int = PATIENCE_MS,
+                   polling: str | int = "raf"):
         """Wait for a JavaScript condition; at the (generous) ceiling, fail with ``message``, not a timeout."""
         try:
-            return self.page.wait_for_function(condition, arg=arg).json_value()
+            return self.page.wait_for_function(condition, arg=arg, timeout=ceiling_ms, polling=polling).json_value()
         except PlaywrightTimeout:
-            self.check(False, f"{message} (waited {PATIENCE_MS // 1000} s)")
+            self.check(False, f"{message} (waited {ceiling_ms // 1000} s)")
 
     def wait_idle(self) -> None:
         self.page.wait_for_function(

@@ -16,6 +16,11 @@ Three things go into ``sys.prefix`` (the venv or the conda env), never into the 
 Running it again changes nothing.
 
     python tools/install_lab_settings.py [PREFIX]      (default: sys.prefix)
+
+With ``--locale``, it writes instead JupyterLab's interface language into one settings folder (``make lab-zh``:
+the Chinese edition's own project-local folder, so the English edition and the user's own JupyterLab keep theirs):
+
+    python tools/install_lab_settings.py --locale zh_CN SETTINGS_DIR
 """
 
 import filecmp
@@ -78,7 +83,26 @@ def install_server_config(prefix: Path) -> Path:
     return target
 
 
+def write_locale(settings_dir: Path, locale: str) -> Path:
+    """JupyterLab's interface in ``locale`` (a language pack's name, such as zh_CN) for the JupyterLab that reads
+    ``settings_dir`` (its JUPYTERLAB_SETTINGS_DIR); the folder's other translation settings are kept."""
+    target = Path(settings_dir) / "@jupyterlab" / "translation-extension" / "plugin.jupyterlab-settings"
+    try:
+        settings = json.loads(target.read_text())
+    except (OSError, ValueError):  # none yet, or a file with comments JupyterLab itself wrote: start afresh
+        settings = {}
+    settings["locale"] = locale
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(settings, indent=2) + "\n")
+    return target
+
+
 def main(arguments: list[str]) -> None:
+    if arguments[:1] == ["--locale"]:
+        if len(arguments) != 3:
+            raise SystemExit("usage: python tools/install_lab_settings.py --locale LOCALE SETTINGS_DIR")
+        print(f"JupyterLab in {arguments[1]}: {write_locale(Path(arguments[2]), arguments[1])}")
+        return
     prefix = Path(arguments[0]) if arguments else Path(sys.prefix)
     print(f"JupyterLab defaults: {install_overrides(prefix)}")
     print(f"Classroom extension (type sizes, CJK font, Deck keys): {install_font_extension(prefix)}")

@@ -220,7 +220,8 @@ def attention_heads(weights: torch.Tensor, query_tokens: Sequence[str], key_toke
     heads = weights.size(0)
     columns = min(columns, heads)
     grid_rows = -(-heads // columns)
-    fig = Figure(figsize=(3.1 * columns + 0.8, 2.8 * grid_rows), layout=layout)  # + the shared colorbar
+    # 2.2 in a row of heads: two rows fit a 768 px slide with the code that draws them
+    fig = Figure(figsize=(3.1 * columns + 0.8, 2.2 * grid_rows), layout=layout)  # + the shared colorbar
     axes = list(fig.subplots(grid_rows, columns, squeeze=False).flat)
     for h, ax in enumerate(axes):
         if h >= heads:
@@ -369,7 +370,7 @@ def _grid(blocks: list[np.ndarray], columns: int, row_gap: int, column_gap: int)
 
 @_cjk
 def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
-                       layout: str | None = "constrained") -> Figure:
+                       layout: str | None = "constrained", size: tuple[float, float] = (10, 3.3)) -> Figure:
     """The split chain as blocks with labelled sides, one colour per head, for one of the B sentences:
 
     x [B, L, D] -> view [B, L, H, d_k] (each token's row cut into H pieces) -> transpose(1, 2)
@@ -377,6 +378,7 @@ def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
 
     Which head each feature lands in is read off the real ``view`` and ``transpose`` applied to a
     tensor of head numbers, and the shapes in the titles come from running them on the meta device.
+    ``size``: width and height in inches (an explorer draws it lower, under its table).
     """
     check_positive_int("batch", batch)
     d_k = _check_split(length, d_model, heads)
@@ -392,7 +394,7 @@ def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
     images = (_rows_apart(owner.numpy(), colours),
               _rows_apart(_side_by_side(per_head, max(1, d_model // (heads * 6)), axis=1), colours),
               _rows_apart(_grid(per_head, columns, row_gap, column_gap), colours))
-    fig = Figure(figsize=(10, 3.3), layout=layout)
+    fig = Figure(figsize=size, layout=layout)
     axes = fig.subplots(1, 3, width_ratios=(1.1, 1.2, 1))
     titles = (f"x  [B, L, D]\n{list(x.shape)}", f"view  [B, L, H, d_k]\n{list(viewed.shape)}",
               f"transpose(1, 2)  [B, H, L, d_k]\n{list(moved.shape)}")
@@ -553,7 +555,7 @@ def softmax_scale_figure(d_k: int, shown: int = 8, layout: str | None = "constra
 def sharing_figure(sharing: torch.Tensor, layout: str | None = "constrained") -> Figure:
     """sharing [H, H_kv] (``cost.kv_sharing``): one row per query head, a dark cell at the K/V head it reads."""
     heads, kv_heads = sharing.shape
-    figure = Figure(figsize=(1.8 + 0.45 * kv_heads, 1.2 + 0.32 * heads), layout=layout)
+    figure = Figure(figsize=(1.8 + 0.45 * kv_heads, 1.0 + 0.25 * heads), layout=layout)  # 8 heads: 300 px high
     heatmap(sharing, [_("Q head {head}").format(head=h) for h in range(heads)], [f"KV {j}" for j in range(kv_heads)],
             ax=figure.add_subplot(), cmap="Blues", vmin=0, vmax=1, colorbar=False,
             title=_("{heads} query heads, {kv_heads} K/V head(s)").format(heads=heads, kv_heads=kv_heads),

@@ -49,6 +49,7 @@ BASE = ModelConfig.paper_base()  # the paper's base model, vocabularies of 30000
 SIZES = SOURCE_SIZES  # batch, src_len, tgt_len: the source articles' sizes, the traces' defaults
 FIGURE_DPI = viz.SCREEN_DPI  # explorer figures as every other figure: text of viz.MIN_FONT_PT reads at 12.5 px
 CONTROLS_WIDTH = "250px"
+TABLE_MAX_HEIGHT = "360px"  # a taller table scrolls in its box: the question, controls and answer stay on the slide
 
 
 def slider(name: str, value: int, low: int, high: int, step: int = 1) -> widgets.IntSlider:
@@ -62,22 +63,27 @@ def slider(name: str, value: int, low: int, high: int, step: int = 1) -> widgets
 
 
 class Explorer(widgets.VBox):
-    """The question on top; below it the controls in a column, with their output beside them.
+    """One slide of a 1366x768 screen: the question on top; under it the controls in a column and, beside them,
+    the answer first (the text ``render`` returns: numbers, a verdict, a summary), then what it draws (figures
+    and tables, side by side where they fit). A table taller than ``TABLE_MAX_HEIGHT`` scrolls in its own box,
+    so no move pushes the answer or the controls off the screen.
 
     ``controls``: the value widgets, each named by its ``description``; ``outputs``: one output
-    area per part ``render`` returned (a figure, a table, text), side by side, wrapping on a narrow
-    screen. ``control(name)`` finds a control, ``text()`` is what the outputs show (for tests).
+    area per part ``render`` returned, in its order. ``control(name)`` finds a control, ``text()`` is what the
+    outputs show (for tests).
     """
 
     def __init__(self, controls: Sequence[widgets.Widget], question: str):
         self.controls = list(controls)
         self.outputs: list[widgets.Output] = []
-        self._parts = widgets.Box(layout=widgets.Layout(display="flex", flex_flow="row wrap",
-                                                        align_items="flex-start", flex="1 1 auto"))
+        self._answer = widgets.VBox(layout=widgets.Layout(flex="0 0 auto"))
+        self._drawn = widgets.Box(layout=widgets.Layout(display="flex", flex_flow="row wrap",
+                                                        align_items="flex-start"))
         column = widgets.VBox(self.controls, layout=widgets.Layout(flex="0 0 auto", width="auto"))
+        parts = widgets.VBox([self._answer, self._drawn], layout=widgets.Layout(flex="1 1 auto", min_width="0"))
         predict = _("Predict first.")
         prompt = widgets.HTML(f"<p style='margin:0 0 4px 0'><b>{predict}</b> {html.escape(question)}</p>")
-        body = widgets.HBox([column, self._parts], layout=widgets.Layout(align_items="flex-start"))
+        body = widgets.HBox([column, parts], layout=widgets.Layout(align_items="flex-start"))
         super().__init__([prompt, body] if question else [body])
 
     def control(self, name: str) -> widgets.Widget:
@@ -88,12 +94,21 @@ class Explorer(widgets.VBox):
             name=name, names=[w.description for w in self.controls]))
 
     def set_outputs(self, parts: Sequence[dict]) -> None:
-        """Put one display output in each output area (adding areas as needed, emptying the rest)."""
+        """Put one display output in each output area (adding areas as needed, emptying the rest): text in the
+        answer above, figures and tables below it, a table in a box that scrolls beyond ``TABLE_MAX_HEIGHT``."""
         while len(self.outputs) < len(parts):
             self.outputs.append(widgets.Output(layout=widgets.Layout(margin="0 12px 0 0")))
-            self._parts.children = tuple(self.outputs)
+        answer, drawn = [], []
         for i, out in enumerate(self.outputs):
-            out.outputs = (parts[i],) if i < len(parts) else ()
+            part = parts[i] if i < len(parts) else {}
+            out.outputs = (part,) if part else ()
+            data = part.get("data", {})
+            table = "<table" in data.get("text/html", "")
+            out.layout.max_height, out.layout.overflow = (TABLE_MAX_HEIGHT, "auto") if table else (None, None)
+            if part:
+                (drawn if table or "image/png" in data else answer).append(out)
+        if (tuple(answer), tuple(drawn)) != (self._answer.children, self._drawn.children):
+            self._answer.children, self._drawn.children = tuple(answer), tuple(drawn)
 
     def text(self) -> str:
         """Everything the output areas show as text: HTML, plain text, and a note for each image."""
@@ -178,9 +193,8 @@ def split_explorer() -> Explorer:
     def render(batch, src_len, d_model, heads):
         rows = trace_shapes(_config(d_model, heads, layers=1), batch, src_len, 1)
         table = shape_table(rows, within="encoder.layers.0.self_attn", summarise_layers=False,
-                            highlight=("q_view", "q_transpose", "k_view", "k_transpose", "v_view", "v_transpose",
-                                       "context_transpose"))
-        return viz.split_chain_figure(batch, src_len, d_model, heads, layout=None), table
+                            steps=("k", "k_view", "k_transpose", "scores"), highlight=("k_view", "k_transpose"))
+        return table, viz.split_chain_figure(batch, src_len, d_model, heads, layout=None, size=(9, 2.7))
     return explorer([slider("batch", SIZES["batch"], 1, 64), slider("src_len", SIZES["src_len"], 1, 32),
                      slider("d_model", BASE.d_model, 16, 1024, 16), slider("heads", BASE.num_heads, 1, 16)],
                     render, _("Before you move heads from {heads} to {half}: what will K's shape be after the "
@@ -240,14 +254,14 @@ def cross_explorer() -> Explorer:
             model(src, tgt)
         weights = model.decoder.layers[0].cross_attn.attn_weights[0, 0]  # [L_tgt, L_src]
         rows = trace_shapes(_config(layers=1), SIZES["batch"], src_len, tgt_len)
-        table = shape_table(rows, within="decoder.layers.0.cross_attn", summarise_layers=False, highlight="scores")
-        figure = Figure(figsize=(5.2, 3.4))
+        table = shape_table(rows, within="decoder.layers.0.cross_attn", summarise_layers=False,
+                            steps=("q_transpose", "k_transpose", "scores"), highlight="scores")
+        figure = Figure(figsize=(5.2, 3.2), layout="constrained")  # constrained: title and colour bar stay whole
         viz.heatmap(weights, [f"y{i}" for i in range(tgt_len)], [f"x{j}" for j in range(src_len)],
                     title=_("head 0: [L_tgt, L_src] = [{tgt_len}, {src_len}]").format(tgt_len=tgt_len, src_len=src_len),
                     ax=figure.add_subplot(), cmap="Blues", vmin=0, xlabel=_("source position (key)"),
                     ylabel=_("target position (query)"), colorbar_label=_("probability"))
-        figure.subplots_adjust(left=0.14, right=0.98, bottom=0.16, top=0.9)
-        return figure, table
+        return table, figure
     return explorer([slider("src_len", SIZES["src_len"], 1, 20), slider("tgt_len", SIZES["tgt_len"], 1, 20)],
                     render, _("Before you move src_len from {src_len} to 15: what shape will the cross-attention "
                               "scores have, and which side of the heatmap grows?").format(src_len=SIZES["src_len"]))
@@ -285,11 +299,11 @@ def translation_explorer(trainer) -> Explorer:
         verdict = _("✓ correct") if guess == truth else _("✗ expected: {truth}").format(truth=truth)
         summary = _Text(f"{number:,}   {zh}\n" + _("model:  {guess}").format(guess=guess) + f"\n{verdict}")
         weights, predicted, source = cross_attention_map(trainer, zh, guess)
-        figure = Figure(figsize=(min(2 + 0.4 * len(source), 8), min(1.6 + 0.3 * len(predicted), 5)))
+        figure = Figure(figsize=(min(max(5.5, 2 + 0.4 * len(source)), 8), min(1.6 + 0.3 * len(predicted), 4.5)),
+                        layout="constrained")  # constrained: the title and the colour bar's label stay whole
         viz.heatmap(weights, predicted, source, ax=figure.add_subplot(), cmap="Blues", vmin=0,
                     xlabel=_("source (key)"), ylabel=_("predicting (query)"), colorbar_label=_("probability"),
                     title=_("last decoder layer's cross-attention, mean over heads"))
-        figure.subplots_adjust(left=0.25, right=0.98, bottom=0.2, top=0.88)
         return summary, figure  # the verdict next to the number typed, the picture beside it
     number = widgets.BoundedIntText(value=3_056_070, min=0, max=MAX_NUMBER, description="number",
                                     style={"description_width": "initial"},
@@ -349,7 +363,7 @@ def gqa_explorer() -> Explorer:
         rows = trace_shapes(cfg, SIZES["batch"], length=GPT_LENGTH)
         grouped = ("k_grouped", "v_grouped") if kv_heads < heads else ()  # H_kv = H: nothing is shared
         table = shape_table(rows, within="decoder.layers.0.self_attn", summarise_layers=False,
-                            steps=("q_transpose", "k", "k_view", "k_transpose", "v", "v_view", "v_transpose",
+                            steps=("q_transpose", "k_transpose", "v_transpose",
                                    *grouped, "scores"),
                             highlight=("k_transpose", "v_transpose"))
         summary = _Text(_("K and V per layer   {k_shape}  [B, H_kv, L, d_k]\n"
@@ -373,8 +387,7 @@ def cache_explorer() -> Explorer:
     def render(step, batch, src_len, d_model, heads, layers):
         rows = trace_shapes(_config(d_model, heads, layers=1), batch, src_len, step=step)  # every layer caches alike
         table = shape_table(rows, within=("decoder.layers.0.self_attn", "decoder.layers.0.cross_attn"),
-                            steps=("q_transpose", "k_cached", "scores", "output"), summarise_layers=False,
-                            highlight="k_cached")
+                            steps=("k_cached", "scores"), summarise_layers=False, highlight="k_cached")
         held = {"self": 0, "cross": 0}  # bytes, float32; V has K's shape: K and V of all layers are 2 × layers × K
         for r in table.rows:
             if r.step == STEPS["k_cached"].label:
