@@ -87,8 +87,9 @@ ZH_SYNC_ARGS ?=
 zh-sync: setup
 	$(BIN)/python tools/zh_sync.py $(ZH_SYNC_ARGS)
 
-# The one-page shape sheet (A4 landscape), traced from the model, never typed: docs/shape-sheet.html (committed;
-# a test checks it is up to date) and docs/shape-sheet.pdf (printed by headless Chromium, one page or it fails).
+# The one-page shape sheet (A4 landscape), traced from the model, never typed, in English and Chinese:
+# docs/shape-sheet.html and docs/shape-sheet.zh.html (committed; a test checks they are up to date) and a PDF of
+# each (printed by headless Chromium, one page or it fails).
 sheet: setup browser
 	WALKTHROUGH_CHROMIUM=$(CHROMIUM) $(BIN)/python tools/shape_sheet.py --pdf
 

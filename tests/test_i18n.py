@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
-from babel.messages.extract import extract_from_dir
+from babel.messages.extract import extract, extract_from_dir
 from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
@@ -36,11 +36,14 @@ def read_catalog():
 
 
 def extracted_ids() -> set[str]:
-    """Every message id in walkthrough/, found as `make messages` finds them (babel.cfg's map)."""
+    """Every message id in walkthrough/ and the shape sheet's tool, found as `make messages` finds them (babel.cfg's
+    map)."""
     with (ROOT / "babel.cfg").open() as f:
         method_map, options_map = parse_mapping_cfg(f)
-    return {message if isinstance(message, str) else message[0]
-            for _, _, message, _, _ in extract_from_dir(ROOT / "walkthrough", method_map, options_map)}
+    found = [message for _, _, message, _, _ in extract_from_dir(ROOT / "walkthrough", method_map, options_map)]
+    with (ROOT / "tools" / "shape_sheet.py").open("rb") as f:
+        found += [message for _, message, _, _ in extract("python", f)]
+    return {message if isinstance(message, str) else message[0] for message in found}
 
 
 @pytest.fixture
