@@ -178,6 +178,45 @@ def new_twin(english: dict) -> dict:
     return notebook
 
 
+ANCHOR = re.compile(r"`[^`\n]+`|\d+(?:\.\d+)?|[A-Za-z_][A-Za-z0-9_]*")  # what a translation keeps as it is
+
+
+def likeness(english_cell: dict, twin_cell: dict) -> float:
+    """0..1: how alike two cells of the same type are across the languages. Code: its tokens; prose: the code
+    names, numbers and Latin words the Chinese keeps (shapes, `names`, the English of a term in brackets)."""
+    if english_cell["cell_type"] == "code":
+        return difflib.SequenceMatcher(None, cell_key(english_cell, True)[1], cell_key(twin_cell, False)[1],
+                                       autojunk=False).ratio()
+    ours, theirs = set(ANCHOR.findall(source_text(twin_cell))), set(ANCHOR.findall(source_text(english_cell)))
+    return len(ours & theirs) / max(1, len(ours))
+
+
+def pair_changed_stretch(english_cells: list[dict], twin_cells: list[dict]) -> list[tuple[int | None, int | None]]:
+    """Align a stretch where the cells differ: as many same-type pairs as possible, the most alike among equals
+    (a dynamic programme over the two sequences; a changed code cell keeps its place, a split cell's prose
+    goes to the part it resembles)."""
+    n, m = len(english_cells), len(twin_cells)
+    best = [[0.0] * (m + 1) for _ in range(n + 1)]  # best[i][j]: score of aligning the first i with the first j
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            best[i][j] = max(best[i - 1][j], best[i][j - 1])
+            if english_cells[i - 1]["cell_type"] == twin_cells[j - 1]["cell_type"]:
+                best[i][j] = max(best[i][j], best[i - 1][j - 1] + 1 + likeness(english_cells[i - 1], twin_cells[j - 1]))
+    pairs, i, j = [], n, m
+    while i or j:
+        if i and j and english_cells[i - 1]["cell_type"] == twin_cells[j - 1]["cell_type"] and best[i][j] == \
+                best[i - 1][j - 1] + 1 + likeness(english_cells[i - 1], twin_cells[j - 1]):
+            pairs.append((i - 1, j - 1))
+            i, j = i - 1, j - 1
+        elif i and (not j or best[i][j] == best[i - 1][j]):
+            pairs.append((i - 1, None))
+            i -= 1
+        else:
+            pairs.append((None, j - 1))
+            j -= 1
+    return pairs[::-1]
+
+
 def align(english_cells: list[dict], twin_cells: list[dict]) -> list[tuple[int | None, int | None]]:
     """Pairs (English index, twin index); None where one side has no partner (an insert or a removal)."""
     pairs = []
@@ -187,16 +226,9 @@ def align(english_cells: list[dict], twin_cells: list[dict]) -> list[tuple[int |
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             pairs += zip(range(i1, i2), range(j1, j2))
-            continue
-        # A changed stretch: pair cells of the same type in order (a changed code cell keeps its place).
-        types = difflib.SequenceMatcher(None, [english_cells[i]["cell_type"] for i in range(i1, i2)],
-                                        [twin_cells[j]["cell_type"] for j in range(j1, j2)], autojunk=False)
-        for sub_tag, a1, a2, b1, b2 in types.get_opcodes():
-            if sub_tag == "equal":
-                pairs += zip(range(i1 + a1, i1 + a2), range(j1 + b1, j1 + b2))
-            else:
-                pairs += [(i, None) for i in range(i1 + a1, i1 + a2)]
-                pairs += [(None, j) for j in range(j1 + b1, j1 + b2)]
+        else:
+            pairs += [(None if e is None else i1 + e, None if z is None else j1 + z)
+                      for e, z in pair_changed_stretch(english_cells[i1:i2], twin_cells[j1:j2])]
     return pairs
 
 
