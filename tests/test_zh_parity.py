@@ -223,6 +223,20 @@ def test_sync_repairs_drift_and_keeps_the_chinese(tmp_path):
     assert zh_sync.run([], check=True, english_dir=tmp_path, chinese_dir=tmp_path / "zh") == 0
 
 
+def test_sync_keeps_prose_with_the_part_of_a_split_cell_it_translates():
+    old_text = "Every row keeps `L_src` and its 512 features."
+    twin = notebook(("markdown", "# 99 · 拆分"), ("code", "x = 1"),
+                    ("markdown", "每一行都保留 `L_src` 和它的 512 个特征。"), ("code", "y = 2"))
+    twin["cells"][2]["metadata"]["en_sha1"] = zh_sync.sha1(old_text)
+    english = notebook(("markdown", "# 99 · Split"), ("code", "x = 1"), ("markdown", "## Side by side\n\nA new `B`."),
+                       ("code", "z = 3"), ("markdown", f"## One length\n\n{old_text}"), ("code", "y = 2"))
+    synced, _ = zh_sync.sync(english, twin)
+    texts = [zh_sync.source_text(c) for c in synced["cells"]]
+    assert texts[2] == "## Side by side\n\nA new `B`." and texts[3] == "z = 3"
+    assert texts[4].startswith("每一行都保留"), "the Chinese stays with the English it translates"
+    assert zh_sync.needed_cells(synced) == [2, 4], "new code with nothing to translate is not marked"
+
+
 def test_sync_marks_prose_whose_english_changed(tmp_path):
     english = notebook(*ENGLISH_SMALL)
     twin = notebook(*CHINESE_SMALL)
