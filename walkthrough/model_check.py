@@ -36,13 +36,14 @@ from torch import nn
 from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .data import Vocab
 from .embedding import Embedding, sinusoidal_table
+from .i18n import N_, _
 from .layers import AddNorm, EncoderLayer, FeedForward
 from .masks import causal_mask, padding_mask
 from .train import held_out_pairs, load_checkpoint
 from .training import make_batch
 
 SHIPPED_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "numerals.pt"
-NOT_YET = "write it, then run this cell again."
+NOT_YET = N_("write it, then run this cell again.")
 ROOT = "model"  # the path this check gives the whole model (as the trace does)
 PAIRS, SHOWN = 16, 3  # held-out pairs compared (teacher-forced and translated), translations quoted
 _TORCH_DIR = str(Path(torch.__file__).parent)
@@ -165,20 +166,22 @@ def _run(fn: Callable, *args, what: str):
         with torch.no_grad():
             return fn(*args)
     except NotImplementedError as err:
-        name, _ = _where(err)
-        raise _Verdict("…", f"not yet: {name or what} is still a stub: {NOT_YET}") from err
+        name, _line = _where(err)
+        raise _Verdict("…", _("not yet: {name} is still a stub: {NOT_YET}").format(
+            name=name or what, NOT_YET=_(NOT_YET))) from err
     except Exception as err:  # the student's bug, told in words rather than as a traceback
         name, line = _where(err)
-        place = f" in {name}" + (f" (`{line}`)" if line else "") if name else ""
-        raise _Verdict("✗", f"{what} raised {type(err).__name__}{place}: {err}") from err
+        place = _(" in {name}").format(name=name) + (f" (`{line}`)" if line else "") if name else ""
+        raise _Verdict("✗", _("{what} raised {type}{place}: {err}").format(
+            what=what, type=type(err).__name__, place=place, err=err)) from err
 
 
 def _describe(value) -> str:
     if isinstance(value, torch.Tensor):
-        return f"a tensor {list(value.shape)}"
+        return _("a tensor {shape}").format(shape=list(value.shape))
     if isinstance(value, (tuple, list)):
-        return f"a {type(value).__name__} of {len(value)}: return the tensor alone"
-    return f"a {type(value).__name__}, not a tensor"
+        return _("a {type} of {length}: return the tensor alone").format(type=type(value).__name__, length=len(value))
+    return _("a {type}, not a tensor").format(type=type(value).__name__)
 
 
 def _gap(mine, theirs) -> float | None:
@@ -199,16 +202,20 @@ def _same(mine, theirs) -> bool:
 def _difference(mine, theirs) -> str:
     """In words: how ``mine`` differs from the package's tensor ``theirs``."""
     if not isinstance(mine, torch.Tensor):
-        return f"it returns {_describe(mine)}" if mine is not None else "it returns None"
+        return _("it returns {what}").format(what=_describe(mine)) if mine is not None else _("it returns None")
     if mine.shape != theirs.shape:
-        return f"its result has shape {list(mine.shape)}, the package's {list(theirs.shape)}"
+        return _("its result has shape {mine_shape}, the package's {theirs_shape}").format(
+            mine_shape=list(mine.shape), theirs_shape=list(theirs.shape))
     gap = (mine.double() - theirs.double()).abs().nan_to_num(nan=math.inf)
     where = tuple(int(i) for i in torch.unravel_index(gap.argmax(), gap.shape))
     if theirs.dtype == torch.bool:
-        return f"its result differs at {gap.count_nonzero().item()} of {gap.numel()} entries (at {list(where)}: " \
-               f"{bool(mine[where])} instead of {bool(theirs[where])})"
-    return f"its result differs by up to {gap.max().item():.3g} (at {list(where)}: {mine[where].item():.4g} " \
-           f"instead of {theirs[where].item():.4g})"
+        return _("its result differs at {count} of {total} entries (at {index}: " \
+               "{yours} instead of {package})").format(
+                   count=gap.count_nonzero().item(), total=gap.numel(), index=list(where), yours=bool(mine[where]),
+                   package=bool(theirs[where]))
+    return _("its result differs by up to {gap:.3g} (at {index}: {yours:.4g} " \
+           "instead of {package:.4g})").format(
+               gap=gap.max().item(), index=list(where), yours=mine[where].item(), package=theirs[where].item())
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -219,13 +226,13 @@ def _embedding_slips(ref: Embedding, ids: torch.Tensor) -> dict[str, torch.Tenso
     vectors, d_model = table(ids), table.embedding_dim  # [B, L, D]
     pe = sinusoidal_table(ids.size(1), d_model)  # [L, D]
     return {
-        "It matches the token vectors without the scale: multiply them by √d_model before adding the PE "
-        "(notebook 01).": vectors + pe,
-        "It matches a scale of √L (the ids' last dim, as one source article writes); the scale is √d_model.":
+        N_("It matches the token vectors without the scale: multiply them by √d_model before adding the PE "
+        "(notebook 01)."): vectors + pe,
+        N_("It matches a scale of √L (the ids' last dim, as one source article writes); the scale is √d_model."):
             vectors * math.sqrt(ids.size(1)) + pe,
-        "It matches the scaled token vectors without the positional encoding: add the PE rows of positions "
-        "0 .. L-1.": vectors * math.sqrt(d_model),
-        "It matches (token vector + PE) · √d_model: scale the token vectors only, then add the PE.":
+        N_("It matches the scaled token vectors without the positional encoding: add the PE rows of positions "
+        "0 .. L-1."): vectors * math.sqrt(d_model),
+        N_("It matches (token vector + PE) · √d_model: scale the token vectors only, then add the PE."):
             (vectors + pe) * math.sqrt(d_model),
     }
 
@@ -240,18 +247,19 @@ def _attention_slips(ref: MultiHeadAttention, query, key, value, mask=None) -> d
                 return x.view(batch, heads, x.size(1), d_k)
             return x.view(batch, x.size(1), heads, d_k).transpose(1, 2)
         q, k, v = split(ref.w_q(query)), split(ref.w_k(key)), split(ref.w_v(value))
-        context, _ = scaled_dot_product_attention(q if scale else q * math.sqrt(d_k), k, v, mask)  # [B, H, L, d_k]
+        context, _weights = scaled_dot_product_attention(q if scale else q * math.sqrt(d_k), k, v, mask)  # [B,H,L,d_k]
         return ref.w_o(context.transpose(1, 2).reshape(batch, length, d_model))
 
     slips = {
-        "It matches attention without the ÷√d_k scale of the scores.": attend(mask, scale=False),
-        "It matches a straight view to [B, H, L, d_k], which cuts heads across tokens: view to [B, L, H, d_k], "
-        "then transpose(1, 2).": attend(mask, straight_view=True),
+        N_("It matches attention without the ÷√d_k scale of the scores."): attend(mask, scale=False),
+        N_("It matches a straight view to [B, H, L, d_k], which cuts heads across tokens: view to [B, L, H, d_k], "
+        "then transpose(1, 2)."): attend(mask, straight_view=True),
     }
     if mask is not None:
-        slips["It matches the mask inverted: here True = may attend, so keep the scores where the mask is True "
-              "(torch.where(mask, scores, very negative))."] = attend(~mask.bool())
-        slips["It matches attention with the mask ignored: apply it to the scores before the softmax."] = attend(None)
+        slips[_("It matches the mask inverted: here True = may attend, so keep the scores where the mask is True "
+              "(torch.where(mask, scores, very negative)).")] = attend(~mask.bool())
+        ignored = _("It matches attention with the mask ignored: apply it to the scores before the softmax.")
+        slips[ignored] = attend(None)
     return slips
 
 
@@ -272,26 +280,26 @@ def _layer_slips(ref: nn.Module, x: torch.Tensor, *rest) -> dict[str, torch.Tens
         pre_norm = pre_norm + sublayer(add_norm.norm(pre_norm))
         no_residual = add_norm.norm(sublayer(no_residual))
     return {
-        "It matches pre-norm, x + sublayer(LayerNorm(x)); this model is post-norm, as the paper and the source "
-        "articles: LayerNorm(x + sublayer(x)), through each AddNorm.": pre_norm,
-        "It matches the layer without its residual connections: each AddNorm takes x and the sublayer's output, "
-        "LayerNorm(x + sublayer(x)).": no_residual,
+        N_("It matches pre-norm, x + sublayer(LayerNorm(x)); this model is post-norm, as the paper and the source "
+        "articles: LayerNorm(x + sublayer(x)), through each AddNorm."): pre_norm,
+        N_("It matches the layer without its residual connections: each AddNorm takes x and the sublayer's output, "
+        "LayerNorm(x + sublayer(x))."): no_residual,
     }
 
 
 def _feed_forward_slips(ref: FeedForward, x: torch.Tensor) -> dict[str, torch.Tensor]:
     return {
-        "It matches the FFN without the ReLU between the two linear layers.": ref.linear2(ref.linear1(x)),
-        "It matches a ReLU after the second linear layer too: only the hidden layer has one.":
+        N_("It matches the FFN without the ReLU between the two linear layers."): ref.linear2(ref.linear1(x)),
+        N_("It matches a ReLU after the second linear layer too: only the hidden layer has one."):
             torch.relu(ref.linear2(torch.relu(ref.linear1(x)))),
     }
 
 
 def _add_norm_slips(ref: AddNorm, x: torch.Tensor, sublayer_out: torch.Tensor) -> dict[str, torch.Tensor]:
     return {
-        "It matches LayerNorm(sublayer output) without the residual x: LayerNorm(x + sublayer output).":
+        N_("It matches LayerNorm(sublayer output) without the residual x: LayerNorm(x + sublayer output)."):
             ref.norm(sublayer_out),
-        "It matches x + LayerNorm(sublayer output): the sum is what gets normalised.": x + ref.norm(sublayer_out),
+        N_("It matches x + LayerNorm(sublayer output): the sum is what gets normalised."): x + ref.norm(sublayer_out),
     }
 
 
@@ -301,16 +309,16 @@ def _final_norm_slips(ref: nn.Module, calls: dict[str, _Call], path: str) -> dic
     for name, child in ref.named_children():
         child_path = f"{path}.{name}" if path != ROOT else name
         if isinstance(child, nn.LayerNorm) and child_path in calls:
-            slips[f"It matches the output without the final LayerNorm ({child_path}): the stack ends with one, "
-                  f"as nn.Transformer's."] = calls[child_path].args[0]
+            slips[_("It matches the output without the final LayerNorm ({child_path}): the stack ends with one, "
+                  "as nn.Transformer's.").format(child_path=child_path)] = calls[child_path].args[0]
     return slips
 
 
 def _head_slips(ref: nn.Module, h: torch.Tensor) -> dict[str, torch.Tensor]:
     logits = ref(h)
-    return {"It matches softmax(logits): return the raw logits (the loss and the argmax need no softmax).":
+    return {N_("It matches softmax(logits): return the raw logits (the loss and the argmax need no softmax)."):
             logits.softmax(-1),
-            "It matches log_softmax(logits): return the raw logits.": logits.log_softmax(-1)}
+            N_("It matches log_softmax(logits): return the raw logits."): logits.log_softmax(-1)}
 
 
 def _slips(ref: nn.Module, call: _Call, calls: dict[str, _Call], path: str) -> dict[str, torch.Tensor]:
@@ -334,7 +342,7 @@ def _hint(mine, ref: nn.Module, call: _Call, calls: dict[str, _Call], path: str)
         return ""
     for hint, wrong in slips.items():
         if _same(mine, wrong) and not _same(wrong, call.output):  # a "slip" that happens to be right is none
-            return " " + hint
+            return " " + _(hint)
     return ""
 
 
@@ -347,14 +355,14 @@ def _mask_hint(mine, theirs: torch.Tensor, tgt: torch.Tensor, pad_id: int) -> st
     except RuntimeError:
         return ""
     if _same(mine, ~theirs):
-        return " It is the package's mask inverted: here True = may attend (a real token, or a key not in the " \
-               "future), as F.scaled_dot_product_attention; nn.MultiheadAttention's masks are the other way round."
+        return _(" It is the package's mask inverted: here True = may attend (a real token, or a key not in the " \
+               "future), as F.scaled_dot_product_attention; nn.MultiheadAttention's masks are the other way round.")
     if theirs.size(-2) == tgt.size(1) and theirs.size(-1) == tgt.size(1):
         padding = torch.broadcast_to(padding_mask(tgt, pad_id), theirs.shape)
         if _same(mine, padding):
-            return " It lacks the causal part: a target position may not attend to later ones (padding AND causal)."
+            return _(" It lacks the causal part: a target position may not attend to later ones (padding AND causal).")
         if _same(mine, torch.broadcast_to(causal_mask(tgt.size(1)), theirs.shape)):
-            return " It lacks the padding part: PAD keys must be blocked too (padding AND causal)."
+            return _(" It lacks the padding part: PAD keys must be blocked too (padding AND causal).")
     return ""
 
 
@@ -362,10 +370,12 @@ def _mask_hint(mine, theirs: torch.Tensor, tgt: torch.Tensor, pad_id: int) -> st
 # The check.
 
 def _build(make_model: Callable, cfg) -> nn.Module:
-    model = _run(make_model, cfg, what=f"building your model, {getattr(make_model, '__name__', 'make_model')}(cfg),")
+    model = _run(make_model, cfg, what=_("building your model, {name}(cfg),").format(
+        name=getattr(make_model, '__name__', 'make_model')))
     if not isinstance(model, nn.Module):
-        raise _Verdict("✗", f"{getattr(make_model, '__name__', 'make_model')}(cfg) returned {_describe(model)}; "
-                            f"it must build an nn.Module")
+        raise _Verdict("✗", _("{name}(cfg) returned {describe_model}; "
+                            "it must build an nn.Module").format(
+                                name=getattr(make_model, '__name__', 'make_model'), describe_model=_describe(model)))
     return model
 
 
@@ -378,19 +388,22 @@ def _load_weights(model: nn.Module, weights: dict[str, torch.Tensor]) -> None:
         name = missing[0]
         same_shape = [n for n in extra if own[n].shape == weights[name].shape]
         close = get_close_matches(name, same_shape, n=1, cutoff=0.5)
-        guess = f"; yours has `{close[0]}` of that shape: rename it" if close else ""
-        raise _Verdict("✗", f"the trained weights do not fit your model: it has no `{name}` "
-                            f"{list(weights[name].shape)}{guess}. The weights find their place by name, so use the "
-                            f"package's attribute names ({len(missing)} missing in all).", ROOT)
+        guess = _("; yours has `{close}` of that shape: rename it").format(close=close[0]) if close else ""
+        raise _Verdict("✗", _("the trained weights do not fit your model: it has no `{name}` "
+                            "{shape}{guess}. The weights find their place by name, so use the "
+                            "package's attribute names ({missing} missing in all).").format(
+                                name=name, shape=list(weights[name].shape), guess=guess, missing=len(missing)), ROOT)
     if extra:
-        raise _Verdict("✗", f"your model has a parameter the trained model does not: `{extra[0]}` "
-                            f"{list(own[extra[0]].shape)} ({len(extra)} in all); it would keep random values. "
-                            f"Build only the package's parts.", ROOT)
+        raise _Verdict("✗", _("your model has a parameter the trained model does not: `{name}` "
+                            "{shape} ({count} in all); it would keep random values. "
+                            "Build only the package's parts.").format(
+                                name=extra[0], shape=list(own[extra[0]].shape), count=len(extra)), ROOT)
     for name, tensor in weights.items():
         mine = state[name]
         if mine.shape != tensor.shape:
-            raise _Verdict("✗", f"`{name}` is {list(mine.shape)} in your model, {list(tensor.shape)} in the trained "
-                                f"one: check which size goes where (nn.Linear(in, out) stores [out, in]).", ROOT)
+            raise _Verdict("✗", _("`{name}` is {mine_shape} in your model, {tensor_shape} in the trained "
+                                "one: check which size goes where (nn.Linear(in, out) stores [out, in]).").format(
+                                    name=name, mine_shape=list(mine.shape), tensor_shape=list(tensor.shape)), ROOT)
     model.load_state_dict(weights, strict=False)
 
 
@@ -405,20 +418,23 @@ def _student_blocks(ref_calls: _Calls, mine: nn.Module) -> list[tuple[str, nn.Mo
 def _block_verdict(path: str, module: nn.Module, ref: nn.Module, ref_calls: _Calls) -> _Verdict | None:
     """The student's block alone, on the package's recorded inputs for it: None when it agrees."""
     call = ref_calls.calls[path]
-    what = f"your {type(module).__name__} ({path})"
+    what = _("your {type} ({path})").format(type=type(module).__name__, path=path)
     try:
         out = _run(module, *[a.clone() for a in call.args], what=what)
     except _Verdict as verdict:
         verdict.block = path
         return verdict
     if out is None:
-        return _Verdict("…", f"not yet: {type(module).__name__}.forward ({path}) returns None: {NOT_YET} "
-                             f"(If it is written: is a `return` missing?)", path)
+        return _Verdict("…", _("not yet: {type}.forward ({path}) returns None: {NOT_YET} "
+                             "(If it is written: is a `return` missing?)").format(
+                                 type=type(module).__name__, path=path, NOT_YET=_(NOT_YET)), path)
     if _same(out, call.output):
         return None
     hint = _hint(out, ref, call, ref_calls.calls, path)
-    return _Verdict("✗", f"the first block that differs is {path} (your {type(module).__name__}): given the "
-                         f"package's inputs, {_difference(out, call.output)}.{hint}", path)
+    return _Verdict("✗", _("the first block that differs is {path} (your {type}): given the "
+                         "package's inputs, {difference}.{hint}").format(
+                             path=path, type=type(module).__name__, difference=_difference(out, call.output),
+                             hint=hint), path)
 
 
 def _progress(blocks: list[tuple[str, nn.Module]], verdicts: dict[str, _Verdict | None]) -> str:
@@ -447,10 +463,13 @@ def _model_code_verdict(mine_calls: _Calls, ref_calls: _Calls, tgt: torch.Tensor
             source = next((p for p in ref_calls.finished
                            if p != path and _same(yours, ref_calls.calls[p].output)), None)
             hint = _mask_hint(yours, ours, tgt, pad_id) or (
-                f" It equals what the package's {source} returns." if source else "")
-            return _Verdict("✗", f"every block agrees with the package's on its own, so the difference is in your "
-                                 f"Transformer's own code: the `{name}` it passes to {path} "
-                                 f"{_difference(yours, ours).removeprefix('its result ')}.{hint}", ROOT)
+                _(" It equals what the package's {source} returns.").format(source=source) if source else "")
+            return _Verdict("✗", _("every block agrees with the package's on its own, so the difference is in your "
+                                 "Transformer's own code: the `{name}` it passes to {path} "
+                                 "{difference}.{hint}").format(
+                                     name=name, path=path,
+                                     difference=_difference(yours, ours).removeprefix(_("its result ")),
+                                     hint=hint), ROOT)
     return _Verdict("✗", "every block agrees with the package's on its own, and gets the same inputs, yet the "
                          "logits differ: look at what your Transformer does after its last block.", ROOT)
 
@@ -460,7 +479,7 @@ def _greedy(model: nn.Module, src: torch.Tensor, steps: int) -> torch.Tensor:
     """Greedy decoding through ``model(src, prefix)`` alone (so any model with that forward can be compared)."""
     ys = torch.full((src.size(0), 1), Vocab.sos_id, dtype=torch.long)  # [B, 1]
     finished = torch.zeros(src.size(0), dtype=torch.bool)
-    for _ in range(steps):
+    for _step in range(steps):
         logits = model(src.clone(), ys.clone())  # [B, t, V]: the model gets copies it may scribble on
         next_id = logits[:, -1].argmax(-1).masked_fill(finished, Vocab.pad_id)  # [B]
         ys = torch.cat([ys, next_id[:, None]], dim=1)
@@ -475,16 +494,20 @@ def _translations_verdict(trainer, mine: nn.Module, pairs, src: torch.Tensor, st
     """The logits agree: greedy decoding through both models must give the same words."""
     ref_words, my_words = [[" ".join(trainer.tgt_vocab.decode(row)) for row in ids.tolist()] for ids in (
         _greedy(trainer.model, src, steps),
-        _run(_greedy, mine, src, steps, what="greedy decoding through your model"))]
+        _run(_greedy, mine, src, steps, what=_("greedy decoding through your model")))]
     wrong = [i for i, (mine_, theirs) in enumerate(zip(my_words, ref_words)) if mine_ != theirs]
     if wrong:
-        raise _Verdict("✗", f"the logits agree, but greedy decoding through your model translates "
-                            f"{pairs[wrong[0]][0]} as '{my_words[wrong[0]]}', the package's as "
-                            f"'{ref_words[wrong[0]]}' ({len(wrong)} of {len(pairs)} differ).", ROOT)
+        raise _Verdict("✗", _("the logits agree, but greedy decoding through your model translates "
+                            "{numeral} as '{yours}', the package's as "
+                            "'{package}' ({wrong} of {count} differ).").format(
+                                numeral=pairs[wrong[0]][0], yours=my_words[wrong[0]], package=ref_words[wrong[0]],
+                                wrong=len(wrong), count=len(pairs)), ROOT)
     quoted = ", ".join(f"{zh} → {my_words[i]}" for i, (zh, _) in enumerate(pairs[:SHOWN]))
-    return ModelVerdict(True, f"✓ model: right. With the trained weights of {Path(checkpoint).name}, your "
-                              f"{type(mine).__name__} gives the package's logits on {len(pairs)} held-out numerals "
-                              f"(largest gap {gap:.1e}) and the same greedy translations: {quoted}, …")
+    return ModelVerdict(True, _("✓ model: right. With the trained weights of {name}, your "
+                              "{type} gives the package's logits on {count} held-out numerals "
+                              "(largest gap {gap:.1e}) and the same greedy translations: {quoted}, …").format(
+                                  name=Path(checkpoint).name, type=type(mine).__name__, count=len(pairs), gap=gap,
+                                  quoted=quoted))
 
 
 def _first_difference(ref: nn.Module, mine: nn.Module, ref_calls: _Calls, mine_calls: _Calls,
@@ -500,7 +523,8 @@ def _first_difference(ref: nn.Module, mine: nn.Module, ref_calls: _Calls, mine_c
         first = whole or _model_code_verdict(mine_calls, ref_calls, tgt, ref.cfg.pad_id)
         first.block = first.block or ROOT
         verdicts[ROOT] = first
-    return _Verdict(first.symbol, f"{first.text}\n  blocks: {_progress(blocks, verdicts)}", first.block)
+    return _Verdict(first.symbol, _("{text}\n  blocks: {blocks}").format(
+        text=first.text, blocks=_progress(blocks, verdicts)), first.block)
 
 
 def _verdict(make_model: Callable, checkpoint) -> ModelVerdict:
@@ -517,7 +541,8 @@ def _verdict(make_model: Callable, checkpoint) -> ModelVerdict:
     whole = None  # a stub or a crash of the whole model
     with _recording(mine) as mine_calls:
         try:
-            logits = _run(mine, batch.src.clone(), batch.tgt_in.clone(), what=f"your {type(mine).__name__}")
+            logits = _run(mine, batch.src.clone(), batch.tgt_in.clone(), what=_("your {type}").format(
+                type=type(mine).__name__))
         except _Verdict as verdict:
             whole = verdict
     if whole is None and _same(logits, expected):
@@ -536,16 +561,18 @@ def check_model(make_model: Callable, checkpoint: str | Path | None = None) -> M
     Returns a ``ModelVerdict`` (true when right; ``.block`` names where the first difference is).
     """
     if isinstance(make_model, nn.Module):
-        raise TypeError(f"make_model must be your model's class, not a model: check_model({type(make_model).__name__})"
-                        f", without (cfg); the check builds it with the checkpoint's sizes")
+        raise TypeError(_("make_model must be your model's class, not a model: check_model({type})"
+                        ", without (cfg); the check builds it with the checkpoint's sizes").format(
+                            type=type(make_model).__name__))
     if not callable(make_model):
-        raise TypeError(f"make_model must be your Transformer class (a function of the config), "
-                        f"got {type(make_model).__name__}")
+        raise TypeError(_("make_model must be your Transformer class (a function of the config), "
+                        "got {type}").format(type=type(make_model).__name__))
     checkpoint = SHIPPED_CHECKPOINT if checkpoint is None else checkpoint
     try:
         verdict = _verdict(make_model, checkpoint)
     except _Verdict as found:
-        verdict = ModelVerdict(False, f"{found.symbol} model: {found.text}", found.block)
+        verdict = ModelVerdict(False, _("{symbol} model: {text}").format(
+            symbol=found.symbol, text=found.text), found.block)
     print(verdict.message)
     return verdict
 
@@ -556,7 +583,8 @@ def block_gaps(reference: nn.Module, other: nn.Module, *inputs: torch.Tensor) ->
     left out), the largest gap between the two outputs (inf where the shapes differ)."""
     for name, model in (("reference", reference), ("other", other)):
         if not isinstance(model, nn.Module):
-            raise TypeError(f"{name} must be an nn.Module (a model), got {type(model).__name__}")
+            raise TypeError(_("{name} must be an nn.Module (a model), got {type}").format(
+                name=name, type=type(model).__name__))
     runs = []
     for model in (reference, other):
         with torch.no_grad(), _recording(model) as calls:
@@ -589,7 +617,7 @@ class SideBySide:
             f"<div style='flex:1;min-width:0'><b>{html.escape(title)}</b> ({source.count(chr(10)) + 1} lines)"
             f"<pre style='max-height:440px;overflow:auto;font-size:12px;line-height:1.35;margin:4px 0'>"
             f"{html.escape(source)}</pre></div>" for title, source in self.columns)
-        return f"<div style='display:flex;gap:16px'>{cells}</div>"
+        return _("<div style='display:flex;gap:16px'>{cells}</div>").format(cells=cells)
 
 
 def side_by_side(package: Callable, yours: Callable) -> SideBySide:
