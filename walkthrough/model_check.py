@@ -617,7 +617,7 @@ class SideBySide:
             f"<div style='flex:1;min-width:0'><b>{html.escape(title)}</b> ({source.count(chr(10)) + 1} lines)"
             f"<pre style='max-height:440px;overflow:auto;font-size:12px;line-height:1.35;margin:4px 0'>"
             f"{html.escape(source)}</pre></div>" for title, source in self.columns)
-        return _("<div style='display:flex;gap:16px'>{cells}</div>").format(cells=cells)
+        return f"<div style='display:flex;gap:16px'>{cells}</div>"
 
 
 def side_by_side(package: Callable, yours: Callable) -> SideBySide:
