@@ -8,7 +8,7 @@ import importlib
 
 from . import backward, cost, distributed, gradients, memory
 from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_product_attention
-from .cache import DecodingCache, KVCache
+from .cache import DecodingCache, KVCache, position_ids
 from .checkpoints import shipped_file
 from .config import GPTConfig, ModelConfig
 from .data import (
@@ -17,6 +17,7 @@ from .data import (
     chinese_numeral,
     chinese_tokens,
     english_words,
+    left_pad,
     numeral_vocabs,
     pad_batch,
     phrase_vocabs,
@@ -29,6 +30,7 @@ from .decoding import (
     greedy_generate,
     greedy_steps,
     next_token_probs,
+    sample_decode,
     sample_next,
 )
 from .embedding import Embedding, sinusoidal_table
@@ -132,6 +134,7 @@ __all__ = [
     "greedy_steps",
     "held_out_pairs",
     "keep_attention_weights",
+    "left_pad",
     "load_checkpoint",
     "load_gpt_checkpoint",
     "load_torch_transformer",
@@ -145,7 +148,9 @@ __all__ = [
     "pad_batch",
     "padding_mask",
     "phrase_vocabs",
+    "position_ids",
     "print_shape",
+    "sample_decode",
     "sample_next",
     "save_checkpoint",
     "save_gpt_checkpoint",

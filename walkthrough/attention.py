@@ -11,9 +11,10 @@ from torch import nn
 
 from .cache import KVCache
 from .config import check_heads, check_rope_pairs, check_same_batch, checks_inputs
+from .i18n import _
 from .masks import check_mask
 from .recording import active, record
-from .rope import apply_rope
+from .rope import apply_rope, check_position_ids
 from .steps import ONE_KV_HEAD_PER_HEAD
 
 
@@ -60,9 +61,10 @@ def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
                                           enable_gqa=k.size(1) != q.size(1))  # [B, H, L_q, d_v]
 
 
-def check_attention_inputs(attention: MultiHeadAttention, query, key, value, mask=None, cache=None) -> None:
+def check_attention_inputs(attention: MultiHeadAttention, query, key, value, mask=None, cache=None,
+                           positions=None) -> None:
     """query [B, L_q, D], key/value [B, L_k, D] tensors of one batch and the weights' dtype; mask bool and
-    broadcastable to the scores; cache a KVCache that fits this layer."""
+    broadcastable to the scores; cache a KVCache that fits this layer; positions None or [B, L_q]."""
     d_model, dtype = attention.w_q.in_features, attention.w_q.weight.dtype
     for name, x in (("query", query), ("key", key), ("value", value)):
         if not isinstance(x, torch.Tensor) or x.dim() != 3:
@@ -83,6 +85,11 @@ def check_attention_inputs(attention: MultiHeadAttention, query, key, value, mas
         keys = key.size(1) if cache is None else len(cache) if cache.holds_memory else \
             key.size(1) + (len(cache) if cache.grows else 0)
         check_mask(mask, torch.Size((query.size(0), attention.num_heads, query.size(1), keys)))
+    if positions is not None:
+        if not attention.rope:
+            raise ValueError(_("positions are for rotary attention (rope=True); this layer's positions come from "
+                               "the embedding: leave positions=None"))
+        check_position_ids(positions, query.size(0), query.size(1))
 
 
 @contextmanager
@@ -136,17 +143,20 @@ class MultiHeadAttention(nn.Module):
 
     @checks_inputs(check_attention_inputs)
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:
+                mask: torch.Tensor | None = None, cache: KVCache | None = None,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
         """query [B, L_q, D], key/value [B, L_k, D], mask (True = may attend) -> [B, L_q, D].
 
         With a growing ``cache`` (self-attention while decoding), key/value hold only the new positions;
         their K and V join the cache and the queries attend to all of it. With a fixed cache
         (cross-attention), K and V are made from key/value at the first call and reused after.
+        ``positions`` [B, L_q] (rotary self-attention): each row's own positions of the new queries and
+        keys (left-padded rows count from their first real token); None: offset, offset + 1, ... for all.
         """
         offset = 0 if cache is None else cache.offset  # the position of the new rows (for RoPE)
         q = self._heads(self.w_q(query), self.num_heads, ("q", "q_view", "q_transpose"))  # [B, H, L_q, d_k]
-        q = self._rotate(q, offset, "q_rotated")
-        k, v = self._keys_values(key, value, cache, offset)  # [B, H_kv, L_k, d_k], cached ones included
+        q = self._rotate(q, offset, positions, "q_rotated")
+        k, v = self._keys_values(key, value, cache, offset, positions)  # [B, H_kv, L_k, d_k], cached ones included
         context = self._attend(q, k, v, mask)  # scores, mask, softmax, weights·V: [B, H, L_q, d_k]
         out = self.w_o(self.merge_heads(context))  # [B, L_q, D]
         record("output", out)
@@ -183,23 +193,24 @@ class MultiHeadAttention(nn.Module):
         record(steps[2], x)
         return x
 
-    def _rotate(self, x: torch.Tensor, offset: int, step: str) -> torch.Tensor:
-        """RoPE on Q or K [B, heads, L, d_k] when this layer uses it; the rows sit at positions offset, offset+1, ..."""
+    def _rotate(self, x: torch.Tensor, offset: int, positions: torch.Tensor | None, step: str) -> torch.Tensor:
+        """RoPE on Q or K [B, heads, L, d_k] when this layer uses it; the rows sit at positions offset, offset+1, ...
+        or, given, at each batch row's ``positions`` [B, L]."""
         if not self.rope:
             return x
-        x = apply_rope(x, offset)
+        x = apply_rope(x, offset, positions)
         record(step, x)
         return x
 
-    def _keys_values(self, key: torch.Tensor, value: torch.Tensor, cache: KVCache | None,
-                     offset: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _keys_values(self, key: torch.Tensor, value: torch.Tensor, cache: KVCache | None, offset: int,
+                     positions: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """K and V [B, H_kv, L_k, d_k]: projected, split, K rotated as Q is; with a cache, the keys it holds too
         (self-attention: the earlier positions first; cross-attention: the memory's, made at the first step)."""
         if cache is not None and cache.holds_memory:
             k, v = cache.k, cache.v  # the memory never changes: its K and V are not made again
         else:
             k = self._rotate(self._heads(self.w_k(key), self.num_kv_heads, ("k", "k_view", "k_transpose")),
-                             offset, "k_rotated")
+                             offset, positions, "k_rotated")
             v = self._heads(self.w_v(value), self.num_kv_heads, ("v", "v_view", "v_transpose"))
             if cache is not None:
                 k, v = cache.update(k, v)  # [B, H_kv, t, d_k]

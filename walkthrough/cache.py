@@ -152,6 +152,17 @@ def decoding_step(cache: DecodingCache | None):
     return nullcontext() if cache is None else cache.step()
 
 
+def position_ids(ids: torch.Tensor, pad_id: int, new_positions: int | None = None) -> torch.Tensor:
+    """ids [B, t] (every id so far) -> each one's position [B, t], or the last n's [B, n] (``new_positions=n``).
+
+    Each row counts from its first real token, so left padding takes no position: a left-padded prompt
+    gets the positions it has alone. The PAD before it get 0 (they are never attended to).
+    """
+    first = (ids != pad_id).long().argmax(dim=1)  # [B]: index of the first real token (argmax: the first max)
+    positions = (torch.arange(ids.size(1), device=ids.device) - first[:, None]).clamp(min=0)  # [B, t]
+    return positions if new_positions is None else positions[:, ids.size(1) - new_positions:]
+
+
 def self_attention_mask(model: nn.Module, new_ids: torch.Tensor, cache: DecodingCache | None,
                         source: torch.Tensor | None = None) -> torch.Tensor:
     """The decoder's self-attention mask for ``new_ids`` [B, n]: [B, 1, n, n] without a cache. With one

@@ -8,6 +8,8 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from .i18n import _
+
 PAD, SOS, EOS, UNK = "<pad>", "<sos>", "<eos>", "<unk>"
 SPECIALS = (PAD, SOS, EOS, UNK)
 
@@ -58,6 +60,18 @@ def pad_batch(rows: Sequence[Sequence[int]], pad_id: int = Vocab.pad_id) -> torc
         raise ValueError("rows is empty: a batch needs at least one sentence")
     width = max(len(r) for r in rows)
     return torch.tensor([list(r) + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int = Vocab.pad_id) -> torch.Tensor:
+    """Prompts of different lengths -> ids [B, L_max], short rows filled with pad_id on the LEFT.
+
+    Generation appends after the last column, so every prompt must end there: ``wt.generate`` takes
+    left-padded prompts (``pad_batch`` pads on the right, for training and for the encoder's source).
+    """
+    if not rows or any(len(r) == 0 for r in rows):
+        raise ValueError(_("rows must be one or more prompts of at least one id each: drop the empty ones"))
+    width = max(len(r) for r in rows)
+    return torch.tensor([[pad_id] * (width - len(r)) + list(r) for r in rows], dtype=torch.long)
 
 
 # The phrase examples: the source articles' 早上好 -> good morning, and one longer pair.
@@ -148,7 +162,7 @@ def sample_number(rng: random.Random) -> int:
     """Every digit count 1..8 equally likely, each lower digit 0 with chance 0.35 (so 零 rules get practice)."""
     digits = rng.randint(1, 8)
     n = rng.randint(1, 9)
-    for _ in range(digits - 1):
+    for _digit in range(digits - 1):
         n = n * 10 + (0 if rng.random() < 0.35 else rng.randint(1, 9))
     return n
 

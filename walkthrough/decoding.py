@@ -12,6 +12,7 @@ from torch import nn
 from .config import check_positive_int, check_token_id
 from .embedding import check_ids
 from .gpt import GPT
+from .i18n import _
 from .model import Transformer
 
 
@@ -57,6 +58,14 @@ def greedy_steps(model: Transformer, src: torch.Tensor, max_new_tokens: int | No
     max_new_tokens = _new_tokens(max_new_tokens, max_len)
     _check_model(model, Transformer, "for a GPT use wt.greedy_generate(model, prompt, max_new_tokens)")
     check_decoding_ids(model, model.cfg.tgt_vocab_size, max_new_tokens, sos_id=sos_id, eos_id=eos_id)
+    yield from _decode_steps(model, src, max_new_tokens, sos_id, eos_id, use_cache, 0, None, None, None)
+
+
+def _decode_steps(model: Transformer, src: torch.Tensor, max_new_tokens: int, sos_id: int, eos_id: int,
+                  use_cache: bool, temperature: float, top_k: int | None, top_p: float | None,
+                  generator: torch.Generator | None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The encoder-decoder's loop (inputs already checked): each new token from ``sample_next``; yields
+    (prefix [B, t+1], the model's probabilities [B, V_tgt]) per step. Temperature 0 is greedy."""
     was_training = model.training
     model.eval()
     try:
@@ -66,11 +75,11 @@ def greedy_steps(model: Transformer, src: torch.Tensor, max_new_tokens: int | No
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
         for _ in range(max_new_tokens):
             fed = ys[:, -1:] if use_cache else ys  # [B, 1] or [B, t]
-            probs = model.output_head(model.decode(fed, memory, src, cache)[:, -1]).softmax(-1)  # [B, V_tgt]
-            next_id = probs.argmax(-1).masked_fill(finished, model.cfg.pad_id)  # [B]
+            logits = model.output_head(model.decode(fed, memory, src, cache)[:, -1])  # [B, V_tgt]
+            next_id = sample_next(logits, temperature, top_k, top_p, generator).masked_fill(finished, model.cfg.pad_id)
             ys = torch.cat([ys, next_id[:, None]], dim=1)  # [B, t+1]
             finished |= next_id == eos_id
-            yield ys, probs
+            yield ys, logits.softmax(-1)
             if finished.all():
                 break
     finally:
@@ -83,14 +92,34 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_new_tokens: int | N
     """src [B, L_src] -> ids [B, T] starting with ``sos``, T <= 1 + max_new_tokens; after ``eos`` a row
     holds ``pad``. One step's probabilities are alive at a time."""
     _check_model(model, Transformer, "for a GPT use wt.greedy_generate(model, prompt, max_new_tokens)")
-    for prefix, _ in greedy_steps(model, src, _new_tokens(max_new_tokens, max_len), sos_id, eos_id, use_cache):
+    for prefix, _probs in greedy_steps(model, src, _new_tokens(max_new_tokens, max_len), sos_id, eos_id,
+                                       use_cache):
         ys = prefix  # the step's [B, V] probabilities are dropped as the next step's arrive
+    return ys
+
+
+@torch.no_grad()
+def sample_decode(model: Transformer, src: torch.Tensor, max_new_tokens: int, sos_id: int, eos_id: int,
+                  temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                  generator: torch.Generator | None = None, use_cache: bool = True) -> torch.Tensor:
+    """src [B, L_src] -> ids [B, T] starting with ``sos``, T <= 1 + max_new_tokens, ``pad`` after ``eos``.
+
+    ``generate``'s sibling for the encoder-decoder: each new token comes from ``sample_next`` (temperature,
+    top_k, top_p, a seeded ``generator`` reproduces the draws). ``greedy_decode`` is the same loop at
+    temperature 0, so ``temperature=0`` gives exactly its tokens.
+    """
+    _check_model(model, Transformer, "for a GPT use wt.generate(model, prompt, max_new_tokens, ...)")
+    check_decoding_ids(model, model.cfg.tgt_vocab_size, max_new_tokens, sos_id=sos_id, eos_id=eos_id)
+    _check_sampling(model.cfg.tgt_vocab_size, src.device, temperature, top_k, top_p, generator)
+    for prefix, _probs in _decode_steps(model, src, max_new_tokens, sos_id, eos_id, use_cache, temperature, top_k,
+                                        top_p, generator):
+        ys = prefix  # each step's [B, V] probabilities are dropped as the next step's arrive
     return ys
 
 
 def greedy_generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_id: int | None = None,
                     use_cache: bool = True) -> torch.Tensor:
-    """prompt [B, L_p] (no padding: every row the same length) -> [B, L_p + T], T <= max_new_tokens.
+    """prompt [B, L_p] (rows of different lengths left-padded) -> [B, L_p + T], T <= max_new_tokens.
 
     The argmax at every step: ``generate`` at temperature 0. Rows that produced ``eos`` are padded from
     then on; stops when all have. With ``use_cache`` the prompt runs once and each later step feeds only
@@ -194,18 +223,42 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # [B]
 
 
+def check_left_padded(model: GPT, prompt: torch.Tensor) -> None:
+    """prompt [B, L_p]: PAD (model.cfg.pad_id) only before a row's first real token, at least one real token
+    per row; left padding only for a GPT whose positions can start at each row's first token (rope)."""
+    pad_id = model.cfg.pad_id
+    real = prompt != pad_id  # [B, L_p]
+    empty = (~real.any(dim=1)).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(_("prompt rows {rows} hold only PAD (id {pad_id}): give every row at least one token "
+                           "(drop the empty prompts)").format(rows=empty, pad_id=pad_id))
+    inside = (real.cummax(dim=1).values & ~real).any(dim=1).nonzero().flatten().tolist()  # PAD after a real token
+    if inside:
+        raise ValueError(_("prompt rows {rows} have PAD (id {pad_id}) after their first token: pad prompts of "
+                           "different lengths on the left, e.g. wt.left_pad(prompts, pad_id), so every row's "
+                           "next token is in the last column").format(rows=inside, pad_id=pad_id))
+    if not real.all() and model.cfg.positions != "rope":
+        raise ValueError(_("prompt is left-padded, but this GPT adds a table of positions "
+                           "(positions={positions!r}), which would count the PAD: generate prompts of one length "
+                           "together, or use a GPT with positions='rope'").format(positions=model.cfg.positions))
+
+
 @torch.no_grad()
 def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_id: int | None = None,
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
              generator: torch.Generator | None = None, use_cache: bool = True) -> torch.Tensor:
-    """prompt [B, L_p] (no padding: every row the same length) -> [B, L_p + T], T <= max_new_tokens.
+    """prompt [B, L_p] -> [B, L_p + T], T <= max_new_tokens.
 
     Each new token comes from ``sample_next`` (temperature 0: greedy, which is ``greedy_generate``).
     Rows that produced ``eos`` are padded from then on; stops when all have. With ``use_cache`` the
-    prompt runs once and each later step feeds only the newest token.
+    prompt runs once and each later step feeds only the newest token; the cache grows for all rows at once.
+
+    Prompts of different lengths go in one batch left-padded (``wt.left_pad``): PAD first, then the prompt,
+    so every row's next token is in the last column. PAD keys are masked at every step and each row's
+    positions start at its first real token (rotary positions), so a row gets the tokens it gets alone.
     """
     _check_model(model, GPT, "for an encoder-decoder use wt.greedy_decode(model, src, max_new_tokens, sos_id, "
-                             "eos_id) or wt.beam_search(...)")
+                             "eos_id), wt.sample_decode(..., temperature=...) or wt.beam_search(...)")
     check_ids(prompt, model.cfg.vocab_size, "prompt")
     check_positive_int("max_new_tokens", max_new_tokens)
     if eos_id is not None:
@@ -215,8 +268,7 @@ def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_id: int 
     if needed > model.cfg.max_len:
         raise ValueError(f"a prompt of {prompt.size(1)} tokens and {max_new_tokens} new ones need {needed} positions, "
                          f"but max_len={model.cfg.max_len}: shorten the prompt or ask for fewer tokens")
-    if (prompt == model.cfg.pad_id).any():
-        raise ValueError("prompt holds pad tokens: generate for prompts of one length together (group them by length)")
+    check_left_padded(model, prompt)
     was_training = model.training
     model.eval()
     try:

@@ -12,7 +12,7 @@ import warnings
 import torch
 from torch import nn
 
-from .cache import DecodingCache, decoding_step, self_attention_mask
+from .cache import DecodingCache, decoding_step, position_ids, self_attention_mask
 from .config import GPTConfig, check_fits_in_memory, check_positive_int, checks_inputs
 from .embedding import Embedding, check_ids, check_positions
 from .layers import Decoder, DecoderLayer, OutputHead, rename_output_head_keys
@@ -65,8 +65,14 @@ class GPT(nn.Module):
     @checks_inputs(check_gpt_inputs)
     def forward(self, ids: torch.Tensor, cache: DecodingCache | None = None) -> torch.Tensor:
         """ids [B, L] -> logits [B, L, V]. With a ``cache``, ids are only the new tokens after ``len(cache)``;
-        a step that fails leaves the cache as it was."""
+        a step that fails leaves the cache as it was.
+
+        PAD keys are masked. With rotary positions each row counts its positions from its first real token
+        (``position_ids``), so a left-padded prompt gives the logits it gives alone.
+        """
         with decoding_step(cache):
             x = self.embed(ids, 0 if cache is None else len(cache))  # [B, L, D]
             mask = self_attention_mask(self, ids, cache)  # [B, 1, L, L], or [B, 1, n, t] cached
-            return self.output_head(self.decoder(x, None, mask, None, cache))  # [B, L, V]
+            seen = ids if cache is None else cache.ids  # [B, t]: every id so far
+            positions = position_ids(seen, self.cfg.pad_id, ids.size(1)) if self.cfg.positions == "rope" else None
+            return self.output_head(self.decoder(x, None, mask, None, cache, positions))  # [B, L, V]

@@ -93,11 +93,13 @@ class DecoderLayer(nn.Module):
         return out
 
     def forward(self, y: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor,
-                src_mask: torch.Tensor | None = None, cache: DecoderLayerCache | None = None) -> torch.Tensor:
+                src_mask: torch.Tensor | None = None, cache: DecoderLayerCache | None = None,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
         """y [B, L_tgt, D], memory [B, L_src, D] (None without cross-attention), tgt_mask [B, 1, L_tgt, L_k],
-        src_mask [B, 1, 1, L_src] -> [B, L_tgt, D]. With a ``cache``, y holds only the new positions."""
+        src_mask [B, 1, 1, L_src] -> [B, L_tgt, D]. With a ``cache``, y holds only the new positions.
+        ``positions`` [B, L_tgt]: each row's own positions, for rotary self-attention (left-padded prompts)."""
         self_cache, cross_cache = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
-        y = self.residual(y, self.add_norm1, lambda x: self.self_attn(x, x, x, tgt_mask, self_cache))
+        y = self.residual(y, self.add_norm1, lambda x: self.self_attn(x, x, x, tgt_mask, self_cache, positions))
         if self.cross_attn is not None:
             # Q from y, K and V from the memory
             y = self.residual(y, self.add_norm2, lambda x: self.cross_attn(x, memory, memory, src_mask, cross_cache))
@@ -113,10 +115,12 @@ class Decoder(nn.Module):
         self.norm = nn.LayerNorm(d_model)
 
     def forward(self, y: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor,
-                src_mask: torch.Tensor | None = None, cache: DecodingCache | None = None) -> torch.Tensor:
-        """y [B, L_tgt, D], memory [B, L_src, D] or None, masks as in ``DecoderLayer`` -> [B, L_tgt, D]."""
+                src_mask: torch.Tensor | None = None, cache: DecodingCache | None = None,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
+        """y [B, L_tgt, D], memory [B, L_src, D] or None; masks, positions as in ``DecoderLayer`` -> [B, L_tgt, D]."""
         for i, layer in enumerate(self.layers):
-            y = layer(y, memory, tgt_mask, src_mask, None if cache is None else cache.layers[i])  # [B, L_tgt, D]
+            layer_cache = None if cache is None else cache.layers[i]
+            y = layer(y, memory, tgt_mask, src_mask, layer_cache, positions)  # [B, L_tgt, D]
         out = self.norm(y)
         record("decoder_output", out)
         return out

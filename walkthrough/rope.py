@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .config import check_rope_pairs, checks_inputs
+from .i18n import _
 
 
 def rope_angles(length: int, d_k: int, offset: int = 0, device=None,
@@ -14,12 +15,17 @@ def rope_angles(length: int, d_k: int, offset: int = 0, device=None,
     Computed in ``dtype``: float32 rounds an angle near position 10⁶ by up to ~0.06 rad, float64 does not.
     """
     position = torch.arange(offset, offset + length, dtype=dtype, device=device)  # [L]
-    frequency = 10000.0 ** (-torch.arange(0, d_k, 2, dtype=dtype, device=device) / d_k)  # [d_k/2]
-    return torch.outer(position, frequency)
+    return torch.outer(position, rope_frequencies(d_k, device, dtype))
 
 
-def check_rope_input(x: torch.Tensor, offset: int = 0) -> None:
-    """x: a float tensor [..., L, d_k] with even d_k; offset: a whole number >= 0 (the first position)."""
+def rope_frequencies(d_k: int, device=None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """[d_k/2]: the angle per position of feature pair i, 10000^(-2i/d_k)."""
+    return 10000.0 ** (-torch.arange(0, d_k, 2, dtype=dtype, device=device) / d_k)
+
+
+def check_rope_input(x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None) -> None:
+    """x: a float tensor [..., L, d_k] with even d_k; offset: a whole number >= 0 (the first position);
+    positions: None, or whole numbers >= 0 [B, L] for x [B, H, L, d_k]."""
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
         raise TypeError(f"x must be a float tensor [B, H, L, d_k] (queries or keys), got {got}; "
@@ -31,19 +37,43 @@ def check_rope_input(x: torch.Tensor, offset: int = 0) -> None:
         raise TypeError(f"offset must be a whole number of positions (the first one's index), got {offset!r}")
     if offset < 0:
         raise ValueError(f"offset must be >= 0 (positions start at 0), got {offset}")
+    if positions is not None:
+        if x.dim() != 4:
+            raise ValueError(_("x must be [B, H, L, d_k] when positions [B, L] are given, got shape "
+                               "{shape}").format(shape=list(x.shape)))
+        check_position_ids(positions, x.size(0), x.size(2))
+
+
+def check_position_ids(positions, batch: int, length: int) -> None:
+    """positions: whole numbers >= 0 [B, L], one per batch row and sequence position."""
+    if not isinstance(positions, torch.Tensor) or positions.is_floating_point() or positions.dtype == torch.bool:
+        got = positions.dtype if isinstance(positions, torch.Tensor) else type(positions).__name__
+        raise TypeError(_("positions must be a tensor of whole numbers [B, L] (each row's position ids), got "
+                          "{got}").format(got=got))
+    if positions.shape != (batch, length):
+        raise ValueError(_("positions must be [B, L] = {wanted} (one per row and position), got {got}").format(
+            wanted=[batch, length], got=list(positions.shape)))
+    if positions.device.type != "meta" and positions.numel() and int(positions.min()) < 0:
+        raise ValueError(_("positions must be >= 0 (positions start at 0), got {low}").format(
+            low=int(positions.min())))
 
 
 @checks_inputs(check_rope_input)
-def apply_rope(x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
     """Rotate each feature pair (2i, 2i+1) of x [B, H, L, d_k] by its position's angle -> [B, H, L, d_k].
 
     Position m turns pair i by m·θ_i, so a query at m and a key at n meet at angle (m - n)·θ_i: their
     score depends on the distance m - n alone. Nothing is added to the token vectors. ``offset``: the
-    position of x's first row (after the cached ones when decoding).
+    position of x's first row (after the cached ones when decoding). ``positions`` [B, L] instead: each
+    batch row's own positions (left-padded prompts: every row counts from its first real token).
     """
-    check_rope_input(x, offset)
+    check_rope_input(x, offset, positions)
     angle_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32  # half precision: float32 angles
-    angles = rope_angles(x.size(-2), x.size(-1), offset, x.device, angle_dtype)  # [L, d_k/2]
+    if positions is None:
+        angles = rope_angles(x.size(-2), x.size(-1), offset, x.device, angle_dtype)  # [L, d_k/2]
+    else:
+        frequency = rope_frequencies(x.size(-1), x.device, angle_dtype)  # [d_k/2]
+        angles = positions.to(angle_dtype)[:, None, :, None] * frequency  # [B, 1, L, d_k/2]: one row's for all heads
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]  # [B, H, L, d_k/2] each: the two coordinates of every pair
     rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # [B, H, L, d_k/2, 2]
