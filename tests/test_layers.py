@@ -15,6 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "walkthrough"
 
 # Each module's layer, bottom to top: a module may import only modules on a strictly lower layer.
 LAYERS = {
+    "i18n": -1,                                  # the reader's language: every layer's messages go through it
     "config": 0, "steps": 0,                     # the sizes and the table of steps: import nothing of ours
     "recording": 1,                              # the hook model code reports steps through (reads the table)
     "masks": 2, "embedding": 2, "loss": 2, "rope": 2,  # model parts that need only the bottom

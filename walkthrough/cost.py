@@ -11,6 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from .attention import MultiHeadAttention
 from .config import GPTConfig, ModelConfig
+from .i18n import N_, _, ljust, rjust
 from .layers import EncoderLayer
 
 
@@ -33,13 +34,13 @@ def _parts(layer: EncoderLayer, x: torch.Tensor):
     weights = scores.softmax(-1)  # [B, H, L, L]
     norms = (layer.add_norm1, layer.add_norm2)
     return [
-        ("Q, K, V, O projections", (attn.w_q, attn.w_k, attn.w_v, attn.w_o),
+        (N_("Q, K, V, O projections"), (attn.w_q, attn.w_k, attn.w_v, attn.w_o),
          lambda: [lin(x) for lin in (attn.w_q, attn.w_k, attn.w_v, attn.w_o)]),
-        ("scores Q·Kᵀ (∝ L²)", (), lambda: q @ k.transpose(-2, -1)),
-        ("softmax (∝ L²)", (), lambda: scores.softmax(-1)),
-        ("weights·V (∝ L²)", (), lambda: weights @ v),  # [B, H, L, d_k]
-        ("feed-forward (∝ L)", (ffn,), lambda: ffn(x)),
-        ("2 × Add & Norm", norms, lambda: [n(x, x) for n in norms]),
+        (N_("scores Q·Kᵀ (∝ L²)"), (), lambda: q @ k.transpose(-2, -1)),
+        (N_("softmax (∝ L²)"), (), lambda: scores.softmax(-1)),
+        (N_("weights·V (∝ L²)"), (), lambda: weights @ v),  # [B, H, L, d_k]
+        (N_("feed-forward (∝ L)"), (ffn,), lambda: ffn(x)),
+        (N_("2 × Add & Norm"), norms, lambda: [n(x, x) for n in norms]),
     ]
 
 
@@ -73,12 +74,13 @@ def encoder_layer_costs(cfg: ModelConfig, batch: int, src_len: int, timed: bool 
 
 
 def format_costs(costs: list[Cost]) -> str:
-    """A text table; the time share column appears when the costs were timed."""
+    """A text table (in the chosen language); the time share column appears when the costs were timed."""
     timed = all(c.ms is not None for c in costs)
     total = sum(c.ms for c in costs) if timed else 0.0
-    lines = [f"{'part':<24}{'params':>12}{'matmul GFLOPs':>15}" + (f"{'ms':>9}{'share':>8}" if timed else "")]
+    lines = [ljust(_("part"), 24) + rjust(_("params"), 12) + rjust(_("matmul GFLOPs"), 15)
+             + (rjust(_("ms"), 9) + rjust(_("share"), 8) if timed else "")]
     for c in costs:
-        line = f"{c.part:<24}{c.params:>12,}{c.gflops:>15.3f}"
+        line = f"{ljust(_(c.part), 24)}{c.params:>12,}{c.gflops:>15.3f}"
         if timed:
             line += f"{c.ms:>9.2f}{c.ms / total:>8.0%}"
         lines.append(line)

@@ -18,6 +18,7 @@ from torch import nn
 
 from .config import GPTConfig, ModelConfig, check_positive_int
 from .gpt import GPT
+from .i18n import N_, _, ljust, width
 from .loss import sequence_loss
 from .model import Transformer
 from .recording import Recorder, Row, listening
@@ -131,25 +132,25 @@ class GradientTable:
     """Forward rows beside their gradient rows: where, step, the step's shape, ∂loss/∂step's shape, dims.
     HTML in a notebook (``highlight``ed rows marked), fixed-width text elsewhere."""
 
-    HEADINGS = ("where", "step", "forward shape", "gradient shape", "dims")
+    HEADINGS = (N_("where"), N_("step"), N_("forward shape"), N_("gradient shape"), N_("dims"))
 
     def __init__(self, rows, highlight: tuple[str, ...] = ()):
         self.rows = list(rows)
         self.highlight = (highlight,) if isinstance(highlight, str) else tuple(highlight)
 
     def _cells(self, row: GradientRow) -> tuple[str, ...]:
-        grad = "no gradient" if row.grad_shape is None else str(list(row.grad_shape))
-        return row.forward.where, row.forward.step, str(list(row.forward.shape)), grad, row.forward.dims
+        grad = _("no gradient") if row.grad_shape is None else str(list(row.grad_shape))
+        return row.forward.where, _(row.forward.step), str(list(row.forward.shape)), grad, row.forward.dims
 
     def __repr__(self) -> str:
-        cells = [self.HEADINGS] + [self._cells(r) for r in self.rows]
-        widths = [max(len(c[i]) for c in cells) for i in range(len(self.HEADINGS))]
-        lines = ["  ".join(c[i].ljust(widths[i]) for i in range(len(widths))).rstrip() for c in cells]
-        lines.insert(1, "-" * len(lines[0]))
+        cells = [tuple(_(h) for h in self.HEADINGS)] + [self._cells(r) for r in self.rows]
+        widths = [max(width(c[i]) for c in cells) for i in range(len(self.HEADINGS))]
+        lines = ["  ".join(ljust(c[i], widths[i]) for i in range(len(widths))).rstrip() for c in cells]
+        lines.insert(1, "-" * width(lines[0]))
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th style='text-align:left'>{h}</th>" for h in self.HEADINGS)
+        head = "".join(f"<th style='text-align:left'>{_(h)}</th>" for h in self.HEADINGS)
         body = []
         for row in self.rows:
             marked = any(h in row.forward.step or h in row.forward.where for h in self.highlight)

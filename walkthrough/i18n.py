@@ -48,6 +48,11 @@ def ljust(text: str, columns: int) -> str:
     return text + " " * (columns - width(text))
 
 
+def rjust(text: str, columns: int) -> str:
+    """``text`` right-aligned in ``columns`` (a Chinese character counted as two)."""
+    return " " * (columns - width(text)) + text
+
+
 def _(message: str) -> str:
     """``message`` in the chosen language (gettext's marker, so Babel finds it); an empty text stays empty
     (gettext would answer ``""`` with the catalog's header)."""

@@ -21,6 +21,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .attention import keep_attention_weights
 from .config import ModelConfig, check_positive_int
+from .i18n import N_, _, ljust, width
 from .loss import sequence_loss
 from .model import Transformer
 
@@ -46,13 +47,15 @@ class TrainingMemory:
         return self.activations + self.parameters + self.gradients + self.optimizer
 
     def __repr__(self) -> str:
-        totals = (("activations saved for backward", self.activations), ("parameters", self.parameters),
-                  ("gradients", self.gradients), ("optimizer (Adam: 2 floats each)", self.optimizer),
-                  ("total", self.total))
-        width = max(len(name) + 2 for name, _ in self.terms + totals)
-        lines = [f"{totals[0][0]:<{width}}{totals[0][1]:>15,} bytes"]
-        lines += [f"  {name:<{width - 2}}{size:>15,}" for name, size in self.terms]
-        lines += [f"{name:<{width}}{size:>15,} bytes" for name, size in totals[1:]]
+        totals = ((_("activations saved for backward"), self.activations), (_("parameters"), self.parameters),
+                  (_("gradients"), self.gradients), (_("optimizer (Adam: 2 floats each)"), self.optimizer),
+                  (_("total"), self.total))
+        terms = [(_(name), size) for name, size in self.terms]  # the names stay English in .terms (keys)
+        columns = max(width(name) + 2 for name, _size in terms + list(totals))
+        unit = _("bytes")
+        lines = [f"{ljust(totals[0][0], columns)}{totals[0][1]:>15,} {unit}"]
+        lines += [f"  {ljust(name, columns - 2)}{size:>15,}" for name, size in terms]
+        lines += [f"{ljust(name, columns)}{size:>15,} {unit}" for name, size in totals[1:]]
         return "\n".join(lines)
 
 
@@ -88,15 +91,16 @@ def _attention_terms(batch: int, heads: int, l_q: int, l_k: int, d_model: int, d
     """
     rows_q, rows_k = batch * l_q, batch * l_k
     terms = {
-        "attention input (Q/K/V projections)": FLOAT * rows_q * d_model,  # cross: K/V read the memory, counted once
-        "Q, K, V (split into heads)": FLOAT * (rows_q + 2 * rows_k) * d_model,
-        "attention output (W_o input)": FLOAT * rows_q * d_model,
+        N_("attention input (Q/K/V projections)"): FLOAT * rows_q * d_model,  # cross: K/V read the memory once
+        N_("Q, K, V (split into heads)"): FLOAT * (rows_q + 2 * rows_k) * d_model,
+        N_("attention output (W_o input)"): FLOAT * rows_q * d_model,
     }
     if written_out or dropout:
-        terms["attention weights [B, H, L_q, L_k]"] = FLOAT * batch * heads * l_q * l_k * (3 if dropout else 1)
+        terms[N_("attention weights [B, H, L_q, L_k]")] = (FLOAT * batch * heads * l_q * l_k
+                                                          * (3 if dropout else 1))
     else:
-        terms["softmax log-sum-exp [B, H, L_q]"] = FLOAT * batch * heads * l_q
-        terms["masks"] = FLOAT * mask_entries
+        terms[N_("softmax log-sum-exp [B, H, L_q]")] = FLOAT * batch * heads * l_q
+        terms[N_("masks")] = FLOAT * mask_entries
     return terms
 
 
@@ -107,21 +111,22 @@ def _add(total: dict[str, int], more: dict[str, int], times: int = 1) -> None:
 
 def _norm_terms(rows: int, d_model: int) -> dict[str, int]:
     """LayerNorm keeps its input and, per token, its mean and 1/std."""
-    return {"LayerNorm inputs, means, 1/std": FLOAT * rows * (d_model + 2)}
+    return {N_("LayerNorm inputs, means, 1/std"): FLOAT * rows * (d_model + 2)}
 
 
 def _residual_terms(rows: int, d_model: int, dropout: bool) -> dict[str, int]:
     """Add & Norm: the dropout noise on the sublayer's output (if any), then LayerNorm's own."""
     terms = _norm_terms(rows, d_model)
     if dropout:
-        terms["dropout noise (residual, embedding)"] = FLOAT * rows * d_model
+        terms[N_("dropout noise (residual, embedding)")] = FLOAT * rows * d_model
     return terms
 
 
 def _ffn_terms(rows: int, d_model: int, d_ff: int, dropout: bool) -> dict[str, int]:
     """The FFN keeps its input (for W_1) and ReLU's output [B, L, d_ff] (for ReLU and W_2); with dropout
     also the noise and the dropped hidden layer W_2 reads."""
-    return {"FFN input": FLOAT * rows * d_model, "FFN hidden [B, L, d_ff]": FLOAT * rows * d_ff * (3 if dropout else 1)}
+    return {N_("FFN input"): FLOAT * rows * d_model,
+            N_("FFN hidden [B, L, d_ff]"): FLOAT * rows * d_ff * (3 if dropout else 1)}
 
 
 def training_memory(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, smoothing: float = 0.1,
@@ -143,11 +148,11 @@ def training_memory(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, sm
         raise TypeError(f"keep_weights must be True or False, got {keep_weights!r}")
     d, f, h, layers, dropout = cfg.d_model, cfg.d_ff, cfg.num_heads, cfg.num_layers, cfg.dropout > 0
     src_rows, tgt_rows = batch * src_len, batch * tgt_len
-    terms: dict[str, int] = {"token ids (embedding lookups)": LONG * (src_rows + tgt_rows)}
+    terms: dict[str, int] = {N_("token ids (embedding lookups)"): LONG * (src_rows + tgt_rows)}
     if dropout:
-        _add(terms, {"dropout noise (residual, embedding)": FLOAT * (src_rows + tgt_rows) * d})
+        _add(terms, {N_("dropout noise (residual, embedding)"): FLOAT * (src_rows + tgt_rows) * d})
     if keep_weights:  # our torch.where keeps the bool masks, one per kind, shared by every layer
-        terms["masks"] = BOOL * (batch * src_len * 2 + batch * tgt_len * tgt_len)
+        terms[N_("masks")] = BOOL * (batch * src_len * 2 + batch * tgt_len * tgt_len)
     encoder_layer: dict[str, int] = {}
     _add(encoder_layer, _attention_terms(batch, h, src_len, src_len, d, dropout, keep_weights, batch * src_len))
     _add(encoder_layer, _residual_terms(src_rows, d, dropout), 2)
@@ -161,10 +166,11 @@ def training_memory(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, sm
     _add(terms, encoder_layer, layers)
     _add(terms, decoder_layer, layers)
     _add(terms, _norm_terms(src_rows + tgt_rows, d))  # the final LayerNorm of each stack
-    terms["encoder memory (read by every cross-attention)"] = FLOAT * src_rows * d
-    terms["output head input"] = FLOAT * tgt_rows * d
-    terms["loss: log-probabilities [B·L_tgt, V]"] = FLOAT * tgt_rows * cfg.tgt_vocab_size
-    terms["loss: labels, counts"] = LONG * tgt_rows + FLOAT + ((BOOL * tgt_rows + LONG) if smoothing > 0 else 0)
+    terms[N_("encoder memory (read by every cross-attention)")] = FLOAT * src_rows * d
+    terms[N_("output head input")] = FLOAT * tgt_rows * d
+    terms[N_("loss: log-probabilities [B·L_tgt, V]")] = FLOAT * tgt_rows * cfg.tgt_vocab_size
+    terms[N_("loss: labels, counts")] = (LONG * tgt_rows + FLOAT
+                                         + ((BOOL * tgt_rows + LONG) if smoothing > 0 else 0))
     parameters = FLOAT * parameter_count(cfg)
     optimizer = 2 * parameters + FLOAT * parameter_tensors(cfg)
     return TrainingMemory(sum(terms.values()), parameters, parameters, optimizer, tuple(terms.items()))
