@@ -13,20 +13,23 @@ import math
 
 import torch
 
+from .i18n import _
 from .masks import check_mask
 
 
 def _check_tensor(name: str, value, dims: str | None = None) -> None:
     if not isinstance(value, torch.Tensor):
-        raise TypeError(f"{name} must be a torch tensor, got {type(value).__name__}")
+        raise TypeError(_("{name} must be a torch tensor, got {type}").format(name=name, type=type(value).__name__))
     if dims is not None and value.dim() != len(dims.split()):
-        raise ValueError(f"{name} must be [{', '.join(dims.split())}], got shape {list(value.shape)}")
+        raise ValueError(_("{name} must be [{dims}], got shape {value_shape}").format(
+            name=name, dims=', '.join(dims.split()), value_shape=list(value.shape)))
 
 
 def _check_same_shape(name: str, value: torch.Tensor, expected: torch.Size, what: str) -> None:
     if value.shape != expected:
-        raise ValueError(f"{name} must have {what}'s shape {list(expected)} (a gradient has the shape of what it "
-                         f"is the gradient of), got {list(value.shape)}")
+        raise ValueError(_("{name} must have {what}'s shape {list_expected} (a gradient has the shape of what it "
+                         "is the gradient of), got {value_shape}").format(
+                             name=name, what=what, list_expected=list(expected), value_shape=list(value.shape)))
 
 
 def softmax_backward(probs: torch.Tensor, d_probs: torch.Tensor) -> torch.Tensor:
@@ -53,8 +56,9 @@ def linear_backward(x: torch.Tensor, weight: torch.Tensor, d_out: torch.Tensor
     _check_tensor("weight", weight, "D_out D_in")
     _check_tensor("d_out", d_out)
     if x.size(-1) != weight.size(1):
-        raise ValueError(f"x has {x.size(-1)} features but weight [D_out, D_in] = {list(weight.shape)} expects "
-                         f"{weight.size(1)}: pass nn.Linear's .weight as it is (not transposed)")
+        raise ValueError(_("x has {x_size_1} features but weight [D_out, D_in] = {weight_shape} expects "
+                         "{weight_size_1}: pass nn.Linear's .weight as it is (not transposed)").format(
+                             x_size_1=x.size(-1), weight_shape=list(weight.shape), weight_size_1=weight.size(1)))
     _check_same_shape("d_out", d_out, x.shape[:-1] + (weight.size(0),), "the output x Wᵀ")
     rows_in = x.reshape(-1, x.size(-1))  # [B·L, D_in]: every batch dim flattened into rows
     rows_out = d_out.reshape(-1, d_out.size(-1))  # [B·L, D_out]
@@ -76,8 +80,9 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d_out:
     for name, value in (("q", q), ("k", k), ("v", v), ("d_out", d_out)):
         _check_tensor(name, value, "B H L d")
     if k.shape[:2] != q.shape[:2] or k.size(-1) != q.size(-1) or v.shape[:-1] != k.shape[:-1]:
-        raise ValueError(f"q [B, H, L_q, d_k] = {list(q.shape)}, k [B, H, L_k, d_k] = {list(k.shape)} and "
-                         f"v [B, H, L_k, d_v] = {list(v.shape)} do not fit together")
+        raise ValueError(_("q [B, H, L_q, d_k] = {q_shape}, k [B, H, L_k, d_k] = {k_shape} and "
+                         "v [B, H, L_k, d_v] = {v_shape} do not fit together").format(
+                             q_shape=list(q.shape), k_shape=list(k.shape), v_shape=list(v.shape)))
     _check_same_shape("d_out", d_out, q.shape[:-1] + (v.size(-1),), "the context [B, H, L_q, d_v]")
     scale = math.sqrt(q.size(-1))
     scores = q @ k.transpose(-2, -1) / scale  # [B, H, L_q, L_k]
@@ -107,10 +112,12 @@ def layer_norm_backward(x: torch.Tensor, weight: torch.Tensor, d_out: torch.Tens
     _check_tensor("weight", weight, "D")
     _check_tensor("d_out", d_out)
     if weight.size(0) != x.size(-1):
-        raise ValueError(f"weight must be [D] = [{x.size(-1)}] (one scale per feature of x), got {list(weight.shape)}")
+        raise ValueError(_("weight must be [D] = [{x_size_1}] (one scale per feature of x), got {weight_shape}").format(
+            x_size_1=x.size(-1), weight_shape=list(weight.shape)))
     _check_same_shape("d_out", d_out, x.shape, "x")
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or eps <= 0:
-        raise ValueError(f"eps must be a positive number (nn.LayerNorm's default is 1e-5), got {eps!r}")
+        raise ValueError(_("eps must be a positive number (nn.LayerNorm's default is 1e-5), got {eps!r}").format(
+            eps=eps))
     mean = x.mean(dim=-1, keepdim=True)  # [..., 1]
     rstd = (x.var(dim=-1, keepdim=True, correction=0) + eps).rsqrt()  # [..., 1]
     x_hat = (x - mean) * rstd  # [..., D]
@@ -132,17 +139,20 @@ def cross_entropy_backward(logits: torch.Tensor, labels: torch.Tensor, ignore_in
     _check_tensor("logits", logits)
     _check_tensor("labels", labels)
     if labels.shape != logits.shape[:-1]:
-        raise ValueError(f"labels must be logits' shape without V, {list(logits.shape[:-1])} (class ids, not "
-                         f"one-hot), got {list(labels.shape)}")
+        raise ValueError(_("labels must be logits' shape without V, {list_logits_shape_1} (class ids, not "
+                         "one-hot), got {labels_shape}").format(
+                             list_logits_shape_1=list(logits.shape[:-1]), labels_shape=list(labels.shape)))
     if labels.is_floating_point() or labels.dtype == torch.bool:
-        raise TypeError(f"labels must be integer class ids, got {labels.dtype}; use labels.long()")
+        raise TypeError(_("labels must be integer class ids, got {dtype}; use labels.long()").format(
+            dtype=labels.dtype))
     if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0 <= smoothing < 1:
-        raise ValueError(f"smoothing must be a number in [0, 1) (0.1 is usual), got {smoothing!r}")
+        raise ValueError(_("smoothing must be a number in [0, 1) (0.1 is usual), got {smoothing!r}").format(
+            smoothing=smoothing))
     counted = labels != ignore_index  # [...]
     count = int(counted.sum())
     if count == 0:
-        raise ValueError(f"every label is ignore_index={ignore_index}: no token counts, so the mean loss is "
-                         f"undefined; pass a batch with at least one real token")
+        raise ValueError(_("every label is ignore_index={ignore_index}: no token counts, so the mean loss is "
+                         "undefined; pass a batch with at least one real token").format(ignore_index=ignore_index))
     vocab = logits.size(-1)
     target = torch.full_like(logits, smoothing / vocab)  # [..., V]
     target.scatter_add_(-1, labels.clamp(0, vocab - 1).unsqueeze(-1),
@@ -160,11 +170,12 @@ def embedding_backward(ids: torch.Tensor, d_out: torch.Tensor, num_embeddings: i
     _check_tensor("ids", ids)
     _check_tensor("d_out", d_out)
     if d_out.shape[:-1] != ids.shape:
-        raise ValueError(f"d_out must be [*ids.shape, D] = [{', '.join(map(str, ids.shape))}, D], "
-                         f"got {list(d_out.shape)}")
+        raise ValueError(_("d_out must be [*ids.shape, D] = [{ids}, D], "
+                         "got {d_out_shape}").format(
+                             ids=', '.join(map(str, ids.shape)), d_out_shape=list(d_out.shape)))
     if isinstance(num_embeddings, bool) or not isinstance(num_embeddings, int) or num_embeddings < 1:
-        raise ValueError(f"num_embeddings must be the table's number of rows (the vocabulary size), "
-                         f"got {num_embeddings!r}")
+        raise ValueError(_("num_embeddings must be the table's number of rows (the vocabulary size), "
+                         "got {num_embeddings!r}").format(num_embeddings=num_embeddings))
     d_table = d_out.new_zeros(num_embeddings, d_out.size(-1))  # [V, D]
     return d_table.index_add_(0, ids.reshape(-1), d_out.reshape(-1, d_out.size(-1)))
 

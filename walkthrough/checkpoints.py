@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from .i18n import _
+
 CHECKPOINT_FORMAT = "walkthrough-checkpoint-2"
 GPT_CHECKPOINT_FORMAT = "walkthrough-gpt-checkpoint-2"
 # Each kind: what it holds, the functions that save and load it, and the keys its file must have.
@@ -40,29 +42,32 @@ def shipped_file(*parts: str) -> Path:
     for folder in (start, *start.parents):
         if (folder / Path(*parts)).exists():
             return folder / Path(*parts)
-    raise FileNotFoundError(f"{Path(*parts)} is not in {start} or any folder above it: open the notebook from "
+    raise FileNotFoundError(_("{path} is not in {start} or any folder above it: open the notebook from "
                             "the series' folder (the one with notebooks/ and checkpoints/), or pass the path yourself")
+                                .format(path=Path(*parts), start=start))
 
 
 def check_checkpoint_path(path, for_writing: bool, name: str = "path") -> Path:
     """A checkpoint path, checked before any work: a file name in a folder that exists (``name`` is for messages)."""
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a file path (a str or pathlib.Path) such as 'numerals.pt', "
-                        f"got {path!r} ({type(path).__name__})")
+        raise TypeError(_("{name} must be a file path (a str or pathlib.Path) such as 'numerals.pt', "
+                        "got {path!r} ({type})").format(name=name, path=path, type=type(path).__name__))
     if not str(path).strip():
-        raise ValueError(f"{name} is empty: give a file name such as 'numerals.pt'")
+        raise ValueError(_("{name} is empty: give a file name such as 'numerals.pt'").format(name=name))
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"{name} {path} is a folder, not a file: add a file name, e.g. {path / 'numerals.pt'}")
+        raise ValueError(_("{name} {path} is a folder, not a file: add a file name, e.g. {example}").format(
+            name=name, path=path, example=path / 'numerals.pt'))
     if for_writing:
         folder = path.parent
         if not folder.is_dir():
-            raise ValueError(f"{name} {path}: the folder {folder} does not exist; create it first "
-                             f"(mkdir -p {folder}) or save somewhere else")
+            raise ValueError(_("{name} {path}: the folder {folder} does not exist; create it first "
+                             "(mkdir -p {folder}) or save somewhere else").format(name=name, path=path, folder=folder))
         if not os.access(folder, os.W_OK):
-            raise ValueError(f"{name} {path}: the folder {folder} is not writable; save somewhere else")
+            raise ValueError(_("{name} {path}: the folder {folder} is not writable; save somewhere else").format(
+                name=name, path=path, folder=folder))
     elif not path.exists():
-        raise ValueError(f"no checkpoint at {path}; train and save_checkpoint first")
+        raise ValueError(_("no checkpoint at {path}; train and save_checkpoint first").format(path=path))
     return path
 
 
@@ -102,38 +107,46 @@ def read_checkpoint(path: str | Path, kind: str = CHECKPOINT_FORMAT) -> dict:
     """Read a checkpoint of ``kind`` as plain data (``torch.load(weights_only=True)``: no code from the file runs),
     and check it whole: its kind, its keys, the digest of its weights, and that every weight is finite."""
     path = check_checkpoint_path(path, for_writing=False)
-    _, save_name, load_name, kind_keys = KINDS[kind]
+    save_name, load_name, kind_keys = KINDS[kind][1:]
     with open(path, "rb") as file:
         magic = file.read(4)
     if magic != b"PK\x03\x04":  # torch.save writes a zip archive
-        raise ValueError(f"{path} is not a checkpoint (not a file torch.save wrote: it may be text or another "
-                         f"format); pass the .pt file that {save_name} wrote")
+        raise ValueError(_("{path} is not a checkpoint (not a file torch.save wrote: it may be text or another "
+                         "format); pass the .pt file that {save_name} wrote").format(path=path, save_name=save_name))
     try:
         state = torch.load(path, weights_only=True)
     except (RuntimeError, KeyError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile, OSError) as err:
-        raise ValueError(f"{path} is not a readable checkpoint (corrupted or not made by {save_name}): "
-                         f"{type(err).__name__}; save it again") from None
+        raise ValueError(_("{path} is not a readable checkpoint (corrupted or not made by {save_name}): "
+                         "{type}; save it again").format(
+                             path=path, save_name=save_name, type=type(err).__name__)) from None
     found = state.get("format") if isinstance(state, dict) else None
     if found != kind:
         if found in KINDS:
-            what, _, right_loader, _ = KINDS[found]
-            raise ValueError(f"{path} holds {what}, not {KINDS[kind][0]}: load it with {right_loader}")
+            what, right_loader = KINDS[found][0], KINDS[found][2]
+            raise ValueError(_("{path} holds {what}, not {wanted}: load it with {right_loader}").format(
+                path=path, what=what, wanted=KINDS[kind][0], right_loader=right_loader))
         if isinstance(found, str) and found.startswith("walkthrough-"):
-            raise ValueError(f"{path} was saved by an earlier version of walkthrough ({found}), without a digest "
-                             f"of its weights: train and {save_name} again")
-        raise ValueError(f"{path} is a torch file but not a walkthrough checkpoint; save one with {save_name}")
+            raise ValueError(_("{path} was saved by an earlier version of walkthrough ({found}), without a digest "
+                             "of its weights: train and {save_name} again").format(
+                                 path=path, found=found, save_name=save_name))
+        raise ValueError(_("{path} is a torch file but not a walkthrough checkpoint; save one with {save_name}").format(
+            path=path, save_name=save_name))
     missing = [key for key in COMMON_KEYS + kind_keys if key not in state]
     if missing or not isinstance(state["model"], dict):
-        raise ValueError(f"{path} lacks {', '.join(missing) or 'its weights'}: it was altered or not written by "
-                         f"{save_name}; save it again")
+        raise ValueError(_("{path} lacks {missing_keys}: it was altered or not written by "
+                         "{save_name}; save it again").format(
+                             path=path, missing_keys=', '.join(missing) or 'its weights',
+                             save_name=save_name))
     if digest(state) != state["sha256"]:
-        raise ValueError(f"{path} is damaged: its contents do not match the digest stored with them (bytes changed "
-                         f"on disk or in a copy); {load_name} refuses it. Copy it again or re-make it")
+        raise ValueError(_("{path} is damaged: its contents do not match the digest stored with them (bytes changed "
+                         "on disk or in a copy); {load_name} refuses it. Copy it again or re-make it").format(
+                             path=path, load_name=load_name))
     not_finite = [name for name, tensor in state["model"].items()
                   if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
     if not_finite:
-        raise ValueError(f"{path} holds NaN or infinite weights ({not_finite[0]}, {len(not_finite)} tensors in "
-                         f"all): the training that saved it diverged. Train again with a lower peak_lr")
+        raise ValueError(_("{path} holds NaN or infinite weights ({not_finite_0}, {len_not_finite} tensors in "
+                         "all): the training that saved it diverged. Train again with a lower peak_lr").format(
+                             path=path, not_finite_0=not_finite[0], len_not_finite=len(not_finite)))
     return state
 
 
@@ -141,17 +154,20 @@ def settings_from(state: dict, settings_type: type, path: Path):
     """The stored settings as ``settings_type``, with a message naming what does not fit (not a KeyError)."""
     stored, known = state["settings"], {field.name for field in dataclasses.fields(settings_type)}
     if not isinstance(stored, dict):
-        raise ValueError(f"{path}: its settings are not a dict of {settings_type.__name__}'s fields; save it again")
+        raise ValueError(_("{path}: its settings are not a dict of {type}'s fields; save it again").format(
+            path=path, type=settings_type.__name__))
     unknown, missing = sorted(set(stored) - known), sorted(known - set(stored))
     if unknown or missing:
         detail = "; ".join(part for part in (unknown and f"unknown {', '.join(unknown)}",
                                               missing and f"missing {', '.join(missing)}") if part)
-        raise ValueError(f"{path}: its settings do not fit {settings_type.__name__} ({detail}); "
-                         f"the file was altered or made by another version: save it again")
+        raise ValueError(_("{path}: its settings do not fit {type} ({detail}); "
+                         "the file was altered or made by another version: save it again").format(
+                             path=path, type=settings_type.__name__, detail=detail))
     try:
         return settings_type(**stored)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{path}: its settings are not valid ({err}); save it again") from None
+        raise ValueError(_("{path}: its settings are not valid ({err}); save it again").format(
+            path=path, err=err)) from None
 
 
 def restore(loop, state: dict, path: Path) -> None:
@@ -160,5 +176,6 @@ def restore(loop, state: dict, path: Path) -> None:
         loop.load_state_dict(state)
     except RuntimeError as err:  # torch's load_state_dict: missing or unexpected keys, other shapes
         reasons = [line.strip() for line in str(err).splitlines()[1:] if line.strip()]
-        raise ValueError(f"{path}: its weights do not fit the settings stored with them "
-                         f"({reasons[0] if reasons else err}); the file was altered: save it again") from None
+        raise ValueError(_("{path}: its weights do not fit the settings stored with them "
+                         "({reasons_0_if_reasons_else_err}); the file was altered: save it again").format(
+                             path=path, reasons_0_if_reasons_else_err=reasons[0] if reasons else err)) from None

@@ -8,6 +8,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from .i18n import _
+
 try:
     import resource  # Unix: the process's own limits
 except ImportError:  # Windows has no RLIMIT_AS
@@ -41,17 +43,20 @@ def checks_inputs(check):
 def check_positive_int(name: str, value, hint: str = "") -> None:
     """Raise a ValueError (or TypeError) naming ``name`` unless ``value`` is an int >= 1."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a whole number, got {value!r} ({type(value).__name__}){hint}")
+        raise TypeError(_("{name} must be a whole number, got {value!r} ({type}){hint}").format(
+            name=name, value=value, type=type(value).__name__, hint=hint))
     if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}{hint}")
+        raise ValueError(_("{name} must be at least 1, got {value}{hint}").format(name=name, value=value, hint=hint))
 
 
 def check_token_id(name: str, value, vocab_size: int) -> None:
     """A single token id (pad, sos, eos): a whole number in [0, vocab_size)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a whole-number token id, got {value!r} ({type(value).__name__})")
+        raise TypeError(_("{name} must be a whole-number token id, got {value!r} ({type})").format(
+            name=name, value=value, type=type(value).__name__))
     if not 0 <= value < vocab_size:
-        raise ValueError(f"{name} must be a token id in [0, {vocab_size}), got {value}")
+        raise ValueError(_("{name} must be a token id in [0, {vocab_size}), got {value}").format(
+            name=name, vocab_size=vocab_size, value=value))
 
 
 def check_heads(d_model: int, num_heads: int, num_kv_heads: int | None = None) -> None:
@@ -60,14 +65,16 @@ def check_heads(d_model: int, num_heads: int, num_kv_heads: int | None = None) -
     check_positive_int("num_heads", num_heads)
     if d_model % num_heads:
         fits = [h for h in range(1, min(d_model, 64) + 1) if d_model % h == 0]
-        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}: each head gets "
-                         f"d_model / num_heads features, so pick num_heads from {fits} or change d_model")
+        raise ValueError(_("d_model={d_model} is not divisible by num_heads={num_heads}: each head gets "
+                         "d_model / num_heads features, so pick num_heads from {fits} or change d_model").format(
+                             d_model=d_model, num_heads=num_heads, fits=fits))
     if num_kv_heads is not None:
         check_positive_int("num_kv_heads", num_kv_heads)
         if num_heads % num_kv_heads:
             fits = [h for h in range(1, num_heads + 1) if num_heads % h == 0]
-            raise ValueError(f"num_kv_heads={num_kv_heads} does not divide num_heads={num_heads}: each K/V head "
-                             f"serves a whole group of query heads, so pick num_kv_heads from {fits}")
+            raise ValueError(_("num_kv_heads={num_kv_heads} does not divide num_heads={num_heads}: each K/V head "
+                             "serves a whole group of query heads, so pick num_kv_heads from {fits}").format(
+                                 num_kv_heads=num_kv_heads, num_heads=num_heads, fits=fits))
 
 
 def check_same_batch(**tensors) -> None:
@@ -75,21 +82,22 @@ def check_same_batch(**tensors) -> None:
     sizes = {name: t.size(0) for name, t in tensors.items()}
     if len(set(sizes.values())) > 1:
         listed = ", ".join(f"{name} has {size}" for name, size in sizes.items())
-        raise ValueError(f"batch sizes differ: {listed}; each must hold the same sentences (one row per sentence)")
+        raise ValueError(_("batch sizes differ: {listed}; each must hold the same sentences (one row per sentence)")
+            .format(listed=listed))
 
 
 def check_rope_pairs(d_k: int) -> None:
     """Rotary positions turn features in pairs (2i, 2i+1): d_k must be even."""
     if d_k % 2:
-        raise ValueError(f"rotary positions turn features in pairs, so d_k must be even, got d_k={d_k}; "
-                         f"d_k = d_model / num_heads: change d_model or num_heads")
+        raise ValueError(_("rotary positions turn features in pairs, so d_k must be even, got d_k={d_k}; "
+                         "d_k = d_model / num_heads: change d_model or num_heads").format(d_k=d_k))
 
 
 def _check_dropout(dropout) -> None:
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
-        raise TypeError(f"dropout must be a number in [0, 1), got {dropout!r}")
+        raise TypeError(_("dropout must be a number in [0, 1), got {dropout!r}").format(dropout=dropout))
     if not 0 <= dropout < 1:
-        raise ValueError(f"dropout must be in [0, 1) (0.1 is usual), got {dropout}")
+        raise ValueError(_("dropout must be in [0, 1) (0.1 is usual), got {dropout}").format(dropout=dropout))
 
 
 def parameter_count(cfg: ModelConfig | GPTConfig) -> int:
@@ -164,7 +172,7 @@ def memory_headroom(cgroup: Path = Path("/sys/fs/cgroup"),
     available memory. None where no limit can be read."""
     found = _cgroup_limits(cgroup, membership)
     if resource is not None:
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
         if soft != resource.RLIM_INFINITY:
             pages = _read_number(Path("/proc/self/statm")) or 0  # the address space in use, in pages
             found.append((soft - pages * os.sysconf("SC_PAGE_SIZE"),
@@ -187,10 +195,12 @@ def check_fits_in_memory(cfg: ModelConfig | GPTConfig, what: str) -> None:
     needed = build_peak_bytes(cfg)
     if headroom is not None and needed > headroom[0]:
         room, limit = headroom
-        raise ValueError(f"{what} would need about {needed / 2**30:.1f} GiB while it is built (weights, position "
-                         f"tables and the temporaries that fill them), but {limit} leaves this process "
-                         f"{max(room, 0) / 2**30:.1f} GiB: lower max_len, the vocabulary or the sizes (to see "
-                         f"shapes at any size, trace on the meta device: wt.trace_shapes)")
+        raise ValueError(_("{what} would need about {needed_2_30:.1f} GiB while it is built (weights, position "
+                         "tables and the temporaries that fill them), but {limit} leaves this process "
+                         "{max_room_0_2_30:.1f} GiB: lower max_len, the vocabulary or the sizes (to see "
+                         "shapes at any size, trace on the meta device: wt.trace_shapes)").format(
+                             what=what, needed_2_30=needed / 2 ** 30, limit=limit,
+                             max_room_0_2_30=max(room, 0) / 2 ** 30))
 
 
 @dataclass(frozen=True)
@@ -220,11 +230,13 @@ class ModelConfig:
         _check_dropout(self.dropout)
         check_token_id("pad_id", self.pad_id, min(self.src_vocab_size, self.tgt_vocab_size))
         if not isinstance(self.share_embeddings, bool):
-            raise TypeError(f"share_embeddings must be True or False, got {self.share_embeddings!r}")
+            raise TypeError(_("share_embeddings must be True or False, got {share_embeddings!r}").format(
+                share_embeddings=self.share_embeddings))
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
-            raise ValueError(f"share_embeddings=True needs one vocabulary for both sides, got src_vocab_size="
-                             f"{self.src_vocab_size} and tgt_vocab_size={self.tgt_vocab_size}: build a joint "
-                             f"vocabulary or set share_embeddings=False")
+            raise ValueError(_("share_embeddings=True needs one vocabulary for both sides, got src_vocab_size="
+                             "{src_vocab_size} and tgt_vocab_size={tgt_vocab_size}: build a joint "
+                             "vocabulary or set share_embeddings=False").format(
+                                 src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size))
 
     @property
     def d_k(self) -> int:
@@ -274,11 +286,13 @@ class GPTConfig:
         _check_dropout(self.dropout)
         check_token_id("pad_id", self.pad_id, self.vocab_size)
         if self.positions not in POSITIONS:
-            raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
+            raise ValueError(_("positions must be one of {POSITIONS}, got {positions!r}").format(
+                POSITIONS=POSITIONS, positions=self.positions))
         if self.positions == "rope":
             check_rope_pairs(self.d_k)
         if not isinstance(self.norm_first, bool):
-            raise TypeError(f"norm_first must be True or False, got {self.norm_first!r}")
+            raise TypeError(_("norm_first must be True or False, got {norm_first!r}").format(
+                norm_first=self.norm_first))
 
     @property
     def d_k(self) -> int:

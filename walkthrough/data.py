@@ -57,7 +57,7 @@ def english_tokens(text: str) -> list[str]:
 def pad_batch(rows: Sequence[Sequence[int]], pad_id: int = Vocab.pad_id) -> torch.Tensor:
     """Lists of ids of different lengths -> [B, L_max], short rows filled with pad_id on the right."""
     if not rows:
-        raise ValueError("rows is empty: a batch needs at least one sentence")
+        raise ValueError(_("rows is empty: a batch needs at least one sentence"))
     width = max(len(r) for r in rows)
     return torch.tensor([list(r) + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
 
@@ -95,7 +95,8 @@ MAX_NUMBER = 10**8
 
 def _check_number(n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_NUMBER:
-        raise ValueError(f"n must be a whole number from 0 to {MAX_NUMBER:,}, got {n!r}")
+        raise ValueError(_("n must be a whole number from 0 to {MAX_NUMBER:,}, got {n!r}").format(
+            MAX_NUMBER=MAX_NUMBER, n=n))
 
 
 def _zh_group(n: int) -> str:

@@ -29,6 +29,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.nn.parallel import DistributedDataParallel
 
 from .config import check_positive_int
+from .i18n import _
 from .training import RunReport, TrainingLoop
 
 
@@ -53,10 +54,12 @@ def shard_slice(batch_size: int, world_size: int, rank: int) -> slice:
     check_positive_int("batch_size", batch_size)
     check_positive_int("world_size", world_size)
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
-        raise ValueError(f"rank must be a whole number from 0 to world_size - 1 = {world_size - 1}, got {rank!r}")
+        raise ValueError(_("rank must be a whole number from 0 to world_size - 1 = {last}, got {rank!r}").format(
+            last=world_size - 1, rank=rank))
     if world_size > batch_size:
-        raise ValueError(f"world_size={world_size} is more than the batch's {batch_size} sentences: a rank would "
-                         f"be left empty; use at most {batch_size} processes or a batch of at least {world_size}")
+        raise ValueError(_("world_size={world_size} is more than the batch's {batch_size} sentences: a rank would "
+                         "be left empty; use at most {batch_size} processes or a batch of at least {world_size}")
+                             .format(world_size=world_size, batch_size=batch_size))
     base, extra = divmod(batch_size, world_size)
     start = rank * base + min(rank, extra)
     return slice(start, start + base + (rank < extra))
@@ -65,14 +68,16 @@ def shard_slice(batch_size: int, world_size: int, rank: int) -> slice:
 def check_global_batch(batch_size: int, world_size: int) -> None:
     """Refuse a global batch that ``world_size`` processes cannot share equally (before any process group exists)."""
     if world_size > batch_size:
-        raise ValueError(f"--batch-size {batch_size} is the global batch, split across the {world_size} processes: "
-                         f"fewer sentences than processes leaves a rank empty; pass --batch-size of at least "
-                         f"{world_size} (e.g. {32 * world_size}) or start at most {batch_size} processes")
+        raise ValueError(_("--batch-size {batch_size} is the global batch, split across the {world_size} processes: "
+                         "fewer sentences than processes leaves a rank empty; pass --batch-size of at least "
+                         "{world_size} (e.g. {example}) or start at most {batch_size} processes").format(
+                             batch_size=batch_size, world_size=world_size, example=32 * world_size))
     if batch_size % world_size:
         lower, upper = batch_size // world_size * world_size, (batch_size // world_size + 1) * world_size
-        raise ValueError(f"--batch-size {batch_size} does not split evenly across {world_size} processes (each "
-                         f"rank takes batch_size / {world_size} sentences): pass a multiple of {world_size}, "
-                         f"such as {lower or upper} or {upper}")
+        raise ValueError(_("--batch-size {batch_size} does not split evenly across {world_size} processes (each "
+                         "rank takes batch_size / {world_size} sentences): pass a multiple of {world_size}, "
+                         "such as {lower_or_upper} or {upper}").format(
+                             batch_size=batch_size, world_size=world_size, lower_or_upper=lower or upper, upper=upper))
 
 
 def shard(batch, rows: slice):
@@ -200,8 +205,8 @@ def check_port_free(port: int) -> None:
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
-            raise ValueError(f"port {port} is in use (another training run or another program listens there): "
-                             f"pass port=None to pick a free one") from None
+            raise ValueError(_("port {port} is in use (another training run or another program listens there): "
+                             "pass port=None to pick a free one").format(port=port)) from None
 
 
 def torchrun(train_args: list[str], nproc: int = 2, port: int | None = None,
@@ -214,7 +219,8 @@ def torchrun(train_args: list[str], nproc: int = 2, port: int | None = None,
     """
     check_positive_int("nproc", nproc)
     if not isinstance(train_args, (list, tuple)) or not all(isinstance(a, str) for a in train_args):
-        raise TypeError(f"train_args must be a list of strings such as ['--steps', '5'], got {train_args!r}")
+        raise TypeError(_("train_args must be a list of strings such as ['--steps', '5'], got {train_args!r}").format(
+            train_args=train_args))
     port = free_port() if port is None else port
     check_port_free(port)
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={nproc}",
@@ -222,7 +228,7 @@ def torchrun(train_args: list[str], nproc: int = 2, port: int | None = None,
     done = subprocess.run(command, capture_output=True, text=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
     if check and done.returncode != 0:
         errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-        raise RuntimeError(f"torchrun failed (exit {done.returncode}): "
+        raise RuntimeError(_("torchrun failed (exit {returncode}): ").format(returncode=done.returncode)
                            + ("\n".join(dict.fromkeys(errors)) or done.stderr[-2000:]))
     return done
 
@@ -245,12 +251,13 @@ def fsdp_shards(model: nn.Module, world_size: int, rank: int = 0) -> list[Parame
     """
     check_positive_int("world_size", world_size)
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
-        raise ValueError(f"rank must be a whole number from 0 to world_size - 1 = {world_size - 1}, got {rank!r}")
+        raise ValueError(_("rank must be a whole number from 0 to world_size - 1 = {last}, got {rank!r}").format(
+            last=world_size - 1, rank=rank))
     if any(p.device.type != "meta" for p in model.parameters()):
-        raise ValueError("build the model on the meta device (with torch.device('meta'): ...): sharding it here "
-                         "needs its shapes only, and must not change a real model")
+        raise ValueError(_("build the model on the meta device (with torch.device('meta'): ...): sharding it here "
+                         "needs its shapes only, and must not change a real model"))
     if dist.is_initialized():
-        raise ValueError("a process group is already running in this process: shard in a fresh one")
+        raise ValueError(_("a process group is already running in this process: shard in a fresh one"))
     from torch.distributed.fsdp import fully_shard
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
@@ -289,7 +296,8 @@ def rank_memory(parameters: int, world_size: int, stage: int) -> RankMemory:
     check_positive_int("parameters", parameters)
     check_positive_int("world_size", world_size)
     if stage not in (0, 1, 2, 3):
-        raise ValueError(f"stage must be 0 (DDP), 1, 2 or 3 (ZeRO stages; 3 is FSDP), got {stage!r}")
+        raise ValueError(_("stage must be 0 (DDP), 1, 2 or 3 (ZeRO stages; 3 is FSDP), got {stage!r}").format(
+            stage=stage))
     full = 4 * parameters  # float32
 
     def share(sharded: bool) -> int:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from .config import check_positive_int
+from .i18n import N_, _
 from .masks import check_mask
 
 
@@ -128,8 +129,9 @@ def flash_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
                                 ("d_out", d_out, (*q.shape[:3], v.size(-1)))):
         if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape) != tuple(shape):
             got = list(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
-            raise ValueError(f"{name} must have shape {list(shape)}, got {got}: pass what flash_attention "
-                             f"returned for these q, k, v (and the gradient of out)")
+            raise ValueError(_("{name} must have shape {list_shape}, got {got}: pass what flash_attention "
+                             "returned for these q, k, v (and the gradient of out)").format(
+                                 name=name, list_shape=list(shape), got=got))
     lowest = torch.finfo(q.dtype).min
     scale = 1 / math.sqrt(q.size(-1))
     delta = (d_out * out).sum(-1)  # [B, H, L_q]: Δ_i = Σ_j P_ij dP_ij
@@ -172,31 +174,37 @@ def _check_blocks(block_q, block_k, causal) -> None:
     for name, value in (("block_q", block_q), ("block_k", block_k)):
         check_positive_int(name, value, f"; a block is a number of positions, e.g. {name}=16")
     if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
+        raise TypeError(_("causal must be True or False, got {causal!r}").format(causal=causal))
 
 
 def _check_inputs(q, k, v, mask, causal, block_q, block_k) -> torch.Tensor | None:
     """Every argument checked before any work; returns the mask with 4 dims (leading 1s added) or None."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{name} must be a torch tensor [B, H, L, d_k], got {type(x).__name__}")
+            raise TypeError(_("{name} must be a torch tensor [B, H, L, d_k], got {type}").format(
+                name=name, type=type(x).__name__))
         if not x.is_floating_point():
-            raise TypeError(f"{name} must hold floating-point numbers, got {x.dtype}: use {name}.float()")
+            raise TypeError(_("{name} must hold floating-point numbers, got {dtype}: use {name}.float()").format(
+                name=name, dtype=x.dtype))
         if x.dim() != 4:
-            raise ValueError(f"{name} must be [B, H, L, d_k], got shape {list(x.shape)}; "
-                             f"for one head or one sentence add the dim with {name}[None] or {name}.unsqueeze(1)")
+            raise ValueError(_("{name} must be [B, H, L, d_k], got shape {x_shape}; "
+                             "for one head or one sentence add the dim with {name}[None] or {name}.unsqueeze(1)")
+                                 .format(name=name, x_shape=list(x.shape)))
     if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}: convert with .to()")
-    for dim, what in ((0, "batch size B"), (1, "number of heads H")):
+        raise TypeError(_("q, k and v must share one dtype, got {q_dtype}, {k_dtype}, {v_dtype}: convert with .to()")
+            .format(q_dtype=q.dtype, k_dtype=k.dtype, v_dtype=v.dtype))
+    for dim, what in ((0, N_("batch size B")), (1, N_("number of heads H"))):
         if not q.size(dim) == k.size(dim) == v.size(dim):
-            raise ValueError(f"q, k and v must have the same {what} (dim {dim}), got {q.size(dim)}, {k.size(dim)}, "
-                             f"{v.size(dim)}; for grouped K/V heads repeat them first (repeat_interleave on dim 1)")
+            raise ValueError(_("q, k and v must have the same {what} (dim {dim}), got {q_size_dim}, {k_size_dim}, "
+                             "{v_size_dim}; for grouped K/V heads repeat them first (repeat_interleave on dim 1)")
+                                 .format(what=_(what), dim=dim, q_size_dim=q.size(dim), k_size_dim=k.size(dim),
+                                 v_size_dim=v.size(dim)))
     if q.size(3) != k.size(3):
-        raise ValueError(f"q and k must have the same d_k (dim 3): every query is dotted with every key, "
-                         f"got {q.size(3)} and {k.size(3)}")
+        raise ValueError(_("q and k must have the same d_k (dim 3): every query is dotted with every key, "
+                         "got {q_size_3} and {k_size_3}").format(q_size_3=q.size(3), k_size_3=k.size(3)))
     if k.size(2) != v.size(2):
-        raise ValueError(f"k and v must have the same length L_k (dim 2): one value per key, "
-                         f"got {k.size(2)} and {v.size(2)}")
+        raise ValueError(_("k and v must have the same length L_k (dim 2): one value per key, "
+                         "got {k_size_2} and {v_size_2}").format(k_size_2=k.size(2), v_size_2=v.size(2)))
     _check_blocks(block_q, block_k, causal)
     if mask is None:
         return None

@@ -24,6 +24,7 @@ from .checkpoints import (
 from .config import ModelConfig, check_positive_int
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
 from .decoding import greedy_decode
+from .i18n import _
 from .loss import sequence_loss
 from .model import Transformer
 from .training import (
@@ -65,16 +66,17 @@ class TrainSettings:
         for name in ("d_model", "num_heads", "d_ff", "num_layers", "batch_size", "steps"):
             check_positive_int(name, getattr(self, name))
         if self.batch_size > MAX_BATCH_SIZE:
-            raise ValueError(f"batch_size must be at most {MAX_BATCH_SIZE:,}, got {self.batch_size:,}: each step "
-                             f"draws that many numbers and trains on them at once (the default is 64)")
+            raise ValueError(_("batch_size must be at most {MAX_BATCH_SIZE:,}, got {batch_size:,}: each step "
+                             "draws that many numbers and trains on them at once (the default is 64)").format(
+                                 MAX_BATCH_SIZE=MAX_BATCH_SIZE, batch_size=self.batch_size))
         if self.warmup is None:
             object.__setattr__(self, "warmup", default_warmup(self.steps))  # frozen: set once, here
         check_warmup(self.warmup, self.steps)
         check_learning_rate("peak_lr", self.peak_lr)
         check_smoothing(self.smoothing)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be a whole number >= 0 (it fixes the data and the initial weights), "
-                             f"got {self.seed!r}")
+            raise ValueError(_("seed must be a whole number >= 0 (it fixes the data and the initial weights), "
+                             "got {seed!r}").format(seed=self.seed))
 
 
 def task_config(settings: TrainSettings, src_vocab: Vocab, tgt_vocab: Vocab, dropout: float = 0.0) -> ModelConfig:
@@ -98,7 +100,8 @@ class Trainer(TrainingLoop):
                  dropout: float = 0.0):
         if type(settings) is not TrainSettings:  # a subclass (GPTSettings) describes another model
             hint = "; GPTSettings go to GPTTrainer (notebook 09)" if isinstance(settings, TrainSettings) else ""
-            raise TypeError(f"settings must be a walkthrough.TrainSettings, got {type(settings).__name__}{hint}")
+            raise TypeError(_("settings must be a walkthrough.TrainSettings, got {type}{hint}").format(
+                type=type(settings).__name__, hint=hint))
         check_dropout(dropout)
         self.settings = settings
         self.pairs = pairs
@@ -108,8 +111,8 @@ class Trainer(TrainingLoop):
         else:
             if not pairs or not all(isinstance(p, (tuple, list)) and len(p) == 2 and all(isinstance(s, str) for s in p)
                                     for p in pairs):
-                raise ValueError("pairs must be a non-empty list of (Chinese, English) string pairs, "
-                                 "e.g. [('早上好', 'good morning')]")
+                raise ValueError(_("pairs must be a non-empty list of (Chinese, English) string pairs, "
+                                 "e.g. [('早上好', 'good morning')]"))
             self.src_vocab = Vocab(t for zh, _ in pairs for t in chinese_tokens(zh))
             self.tgt_vocab = Vocab(t for _, en in pairs for t in english_tokens(en))
             score_name = "exact match on its phrases"
@@ -145,25 +148,28 @@ class Trainer(TrainingLoop):
 
 def check_dropout(dropout) -> None:
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
-        raise TypeError(f"dropout must be a probability such as 0.1, got {dropout!r}")
+        raise TypeError(_("dropout must be a probability such as 0.1, got {dropout!r}").format(dropout=dropout))
     if not 0 <= dropout < 1:
-        raise ValueError(f"dropout must be in [0, 1) (0 turns it off, 0.1 is the paper's), got {dropout}")
+        raise ValueError(_("dropout must be in [0, 1) (0 turns it off, 0.1 is the paper's), got {dropout}").format(
+            dropout=dropout))
 
 
 def check_texts(texts) -> None:
     if isinstance(texts, str):
-        raise TypeError(f"texts must be a list of strings, got the single string {texts!r}: "
-                        f"wrap it in a list, [{texts!r}]")
+        raise TypeError(_("texts must be a list of strings, got the single string {texts!r}: "
+                        "wrap it in a list, [{texts!r}]").format(texts=texts))
     if not isinstance(texts, (list, tuple)):
-        raise TypeError(f"texts must be a list of Chinese strings such as ['三百'], got {type(texts).__name__}")
+        raise TypeError(_("texts must be a list of Chinese strings such as ['三百'], got {type}").format(
+            type=type(texts).__name__))
     if not texts:
-        raise ValueError("texts is empty: give at least one Chinese string, e.g. ['三百']")
+        raise ValueError(_("texts is empty: give at least one Chinese string, e.g. ['三百']"))
     for i, text in enumerate(texts):
         if not isinstance(text, str):
-            raise TypeError(f"texts[{i}] must be a string such as '三百', got {text!r} ({type(text).__name__})")
+            raise TypeError(_("texts[{i}] must be a string such as '三百', got {text!r} ({type})").format(
+                i=i, text=text, type=type(text).__name__))
         if not text.strip():
-            raise ValueError(f"texts[{i}] is blank ({text!r}): there is nothing to translate; "
-                             f"give a Chinese string such as '三百'")
+            raise ValueError(_("texts[{i}] is blank ({text!r}): there is nothing to translate; "
+                             "give a Chinese string such as '三百'").format(i=i, text=text))
 
 
 def translate(model: Transformer, texts: list[str], src_vocab: Vocab, tgt_vocab: Vocab,
@@ -171,8 +177,10 @@ def translate(model: Transformer, texts: list[str], src_vocab: Vocab, tgt_vocab:
     """Greedy translation of Chinese strings with a trained model: ``len(texts)`` strings in and out."""
     check_texts(texts)
     if (len(src_vocab), len(tgt_vocab)) != (model.cfg.src_vocab_size, model.cfg.tgt_vocab_size):
-        raise ValueError(f"the vocabularies ({len(src_vocab)}, {len(tgt_vocab)} tokens) do not match the model "
-                         f"({model.cfg.src_vocab_size}, {model.cfg.tgt_vocab_size}); use the ones it was trained with")
+        raise ValueError(_("the vocabularies ({len_src_vocab}, {len_tgt_vocab} tokens) do not match the model "
+                         "({src_vocab_size}, {tgt_vocab_size}); use the ones it was trained with").format(
+                             len_src_vocab=len(src_vocab), len_tgt_vocab=len(tgt_vocab),
+                             src_vocab_size=model.cfg.src_vocab_size, tgt_vocab_size=model.cfg.tgt_vocab_size))
     src = pad_batch([src_vocab.encode(chinese_tokens(t)) for t in texts])  # [B, L_src]
     out = greedy_decode(model, src, max_new_tokens, Vocab.sos_id, Vocab.eos_id)  # [B, <= 1 + max_new_tokens]
     return [" ".join(tgt_vocab.decode(row)) for row in out]
@@ -181,7 +189,7 @@ def translate(model: Transformer, texts: list[str], src_vocab: Vocab, tgt_vocab:
 def exact_match(model: Transformer, pairs: list[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab) -> float:
     """Share of pairs whose greedy translation equals the reference word for word."""
     if not pairs:
-        raise ValueError("pairs is empty: give at least one (Chinese, English) pair to score")
+        raise ValueError(_("pairs is empty: give at least one (Chinese, English) pair to score"))
     guesses = translate(model, [zh for zh, _ in pairs], src_vocab, tgt_vocab)
     return sum(g == en for g, (_, en) in zip(guesses, pairs)) / len(pairs)
 
@@ -211,8 +219,8 @@ def save_checkpoint(trainer: Trainer, path: str | Path, optimizer: bool = True) 
     to resume training (the shipped, fully trained checkpoint is saved that way).
     """
     if not isinstance(trainer, Trainer):
-        raise TypeError(f"save_checkpoint saves a walkthrough.Trainer (the encoder-decoder), got "
-                        f"{type(trainer).__name__}; a GPTTrainer is saved with save_gpt_checkpoint")
+        raise TypeError(_("save_checkpoint saves a walkthrough.Trainer (the encoder-decoder), got "
+                        "{type}; a GPTTrainer is saved with save_gpt_checkpoint").format(type=type(trainer).__name__))
     path = check_checkpoint_path(path, for_writing=True)
     write_checkpoint(path, CHECKPOINT_FORMAT, {
         "settings": asdict(trainer.settings), "pairs": trainer.pairs, "src_itos": trainer.src_vocab.itos,
@@ -227,11 +235,11 @@ def load_checkpoint(path: str | Path, allow_untrained: bool = False) -> Trainer:
     pairs = state["pairs"] and [tuple(pair) for pair in state["pairs"]]
     trainer = Trainer(settings_from(state, TrainSettings, path), pairs)
     if state["src_itos"] != trainer.src_vocab.itos or state["tgt_itos"] != trainer.tgt_vocab.itos:
-        raise ValueError(f"{path} was trained with other vocabularies than its task's; "
-                         f"its translations would be meaningless: retrain it")
+        raise ValueError(_("{path} was trained with other vocabularies than its task's; "
+                         "its translations would be meaningless: retrain it").format(path=path))
     if state["step"] == 0 and not allow_untrained:
-        raise ValueError(f"{path} holds an untrained model (step 0): train it first, "
-                         f"or pass allow_untrained=True to load it anyway")
+        raise ValueError(_("{path} holds an untrained model (step 0): train it first, "
+                         "or pass allow_untrained=True to load it anyway").format(path=path))
     restore(trainer, state, path)
     return trainer
 
@@ -240,8 +248,8 @@ def held_out_pairs(count: int = 500) -> list[tuple[str, str]]:
     """Numbers training never samples (``is_held_out``), fixed by seed; at most ``MAX_HELD_OUT``."""
     check_positive_int("count", count)
     if count > MAX_HELD_OUT:  # found by drawing numbers until enough are held out, then all decoded at once
-        raise ValueError(f"count must be at most {MAX_HELD_OUT:,} held-out examples, got {count:,}: "
-                         f"500 already scores to within a few percent")
+        raise ValueError(_("count must be at most {MAX_HELD_OUT:,} held-out examples, got {count:,}: "
+                         "500 already scores to within a few percent").format(MAX_HELD_OUT=MAX_HELD_OUT, count=count))
     return numeral_pairs(count, seed=12345, held_out=True)
 
 
