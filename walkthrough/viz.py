@@ -555,7 +555,8 @@ def softmax_scale_figure(d_k: int, shown: int = 8, layout: str | None = "constra
 def sharing_figure(sharing: torch.Tensor, layout: str | None = "constrained") -> Figure:
     """sharing [H, H_kv] (``cost.kv_sharing``): one row per query head, a dark cell at the K/V head it reads."""
     heads, kv_heads = sharing.shape
-    figure = Figure(figsize=(1.8 + 0.45 * kv_heads, 1.0 + 0.25 * heads), layout=layout)  # 8 heads: 300 px high
+    # 8 heads: 256 px high; at least 3.4 in wide, so the title is whole even for one K/V head
+    figure = Figure(figsize=(max(3.4, 1.6 + 0.4 * kv_heads), 0.8 + 0.22 * heads), layout=layout)
     heatmap(sharing, [_("Q head {head}").format(head=h) for h in range(heads)], [f"KV {j}" for j in range(kv_heads)],
             ax=figure.add_subplot(), cmap="Blues", vmin=0, vmax=1, colorbar=False,
             title=_("{heads} query heads, {kv_heads} K/V head(s)").format(heads=heads, kv_heads=kv_heads),
@@ -568,7 +569,8 @@ def cache_figure(layers: int, step: int, src_len: int, max_step: int = 64, max_s
     """The two caches of decoding step ``step``, one row per layer: self-attention K/V (a cell per position,
     this step's in orange) beside cross-attention K/V (L_src cells, never changing). The x axes span the
     explorer's slider ranges, so the growth shows as the slider moves."""
-    figure = Figure(figsize=(8, 1.1 + 0.25 * layers))
+    height = 0.9 + 0.2 * layers  # inches: 6 layers draw 210 px high, under the explorer's table
+    figure = Figure(figsize=(8, height))
     grow, fixed = figure.subplots(1, 2, width_ratios=[2, 1])  # x axes fixed to the sliders' ranges: growth shows
     earlier, new, memory = torch.tensor([0.62, 0.79, 0.88]), torch.tensor([0.95, 0.41, 0.07]), \
         torch.tensor([0.63, 0.85, 0.61])  # RGB: blue, orange, green
@@ -586,7 +588,7 @@ def cache_figure(layers: int, step: int, src_len: int, max_step: int = 64, max_s
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("position")
     fixed.set_yticks([])
-    figure.subplots_adjust(left=0.09, right=0.98, bottom=0.6 / (1.1 + 0.25 * layers), top=0.85, wspace=0.05)
+    figure.subplots_adjust(left=0.09, right=0.98, bottom=0.55 / height, top=1 - 0.3 / height, wspace=0.05)
     return figure
 
 

@@ -361,11 +361,9 @@ def gqa_explorer() -> Explorer:
         costs = gqa_costs(cfg, SIZES["batch"], GPT_LENGTH)
         full = gqa_costs(dataclasses.replace(cfg, num_kv_heads=None), SIZES["batch"], GPT_LENGTH)
         rows = trace_shapes(cfg, SIZES["batch"], length=GPT_LENGTH)
-        grouped = ("k_grouped", "v_grouped") if kv_heads < heads else ()  # H_kv = H: nothing is shared
+        grouped = ("k_grouped",) if kv_heads < heads else ()  # H_kv = H: nothing is shared; V is shaped as K
         table = shape_table(rows, within="decoder.layers.0.self_attn", summarise_layers=False,
-                            steps=("q_transpose", "k_transpose", "v_transpose",
-                                   *grouped, "scores"),
-                            highlight=("k_transpose", "v_transpose"))
+                            steps=("k_transpose", *grouped), highlight="k_transpose")
         summary = _Text(_("K and V per layer   {k_shape}  [B, H_kv, L, d_k]\n"
                           "query heads per K/V head   {group}\n"
                           "attention weights per layer   {weights:,}  (with {heads} K/V heads: {full_weights:,})\n"
@@ -374,7 +372,7 @@ def gqa_explorer() -> Explorer:
             k_shape=list(costs.k_shape), group=heads // kv_heads, weights=costs.attention_parameters, heads=heads,
             full_weights=full.attention_parameters, layers=layers, cache=costs.kv_bytes_per_token,
             full_cache=full.kv_bytes_per_token))
-        return table, summary, viz.sharing_figure(kv_sharing(heads, kv_heads), layout=None)
+        return table, summary, viz.sharing_figure(kv_sharing(heads, kv_heads))
     return explorer([slider("heads", BASE.num_heads, 1, 16), slider("kv_heads", BASE.num_heads, 1, 16),
                      slider("d_model", BASE.d_model, 16, 1024, 16), slider("layers", BASE.num_layers, 1, 12)],
                     render, _("Before you move kv_heads from {heads} to 2: what will K's shape be, and by how much "
@@ -387,7 +385,7 @@ def cache_explorer() -> Explorer:
     def render(step, batch, src_len, d_model, heads, layers):
         rows = trace_shapes(_config(d_model, heads, layers=1), batch, src_len, step=step)  # every layer caches alike
         table = shape_table(rows, within=("decoder.layers.0.self_attn", "decoder.layers.0.cross_attn"),
-                            steps=("k_cached", "scores"), summarise_layers=False, highlight="k_cached")
+                            steps=("k_cached",), summarise_layers=False, highlight="k_cached")
         held = {"self": 0, "cross": 0}  # bytes, float32; V has K's shape: K and V of all layers are 2 × layers × K
         for r in table.rows:
             if r.step == STEPS["k_cached"].label:
