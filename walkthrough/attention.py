@@ -69,17 +69,20 @@ def check_attention_inputs(attention: MultiHeadAttention, query, key, value, mas
     for name, x in (("query", query), ("key", key), ("value", value)):
         if not isinstance(x, torch.Tensor) or x.dim() != 3:
             got = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"{name} must be a [B, L, D] tensor, got {got}; for one sentence use {name}.unsqueeze(0)")
+            raise ValueError(_("{name} must be a [B, L, D] tensor, got {got}; for one sentence use {name}.unsqueeze(0)")
+                .format(name=name, got=got))
         if x.size(-1) != d_model:
-            raise ValueError(f"{name} must have D = {d_model} features (the layer's d_model), got {list(x.shape)}")
+            raise ValueError(_("{name} must have D = {d_model} features (the layer's d_model), got {x_shape}").format(
+                name=name, d_model=d_model, x_shape=list(x.shape)))
         if x.dtype != dtype:
-            raise TypeError(f"{name} is {x.dtype} but the layer's weights are {dtype}: convert it with "
-                            f"{name}.to({dtype}) (or the model with model.to({x.dtype}))")
+            raise TypeError(_("{name} is {dtype} but the layer's weights are {dtype_}: convert it with "
+                            "{name}.to({dtype_}) (or the model with model.to({dtype}))").format(
+                                name=name, dtype=x.dtype, dtype_=dtype))
     check_same_batch(query=query, key=key, value=value)
     if cache is not None:
         if not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}; start one with "
-                            f"model.new_cache(...)")
+            raise TypeError(_("cache must be a KVCache, got {type}; start one with "
+                            "model.new_cache(...)").format(type=type(cache).__name__))
         cache.check(query.size(0), attention.num_kv_heads, attention.d_k)
     if mask is not None:
         keys = key.size(1) if cache is None else len(cache) if cache.holds_memory else \
@@ -165,12 +168,12 @@ class MultiHeadAttention(nn.Module):
     def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
         """[B, L, heads·d_k] -> view [B, L, heads, d_k] -> transpose [B, heads, L, d_k]: heads become a batch
         dim. ``heads``: H (the default) for Q, H_kv for K and V."""
-        batch, length, _ = x.shape
+        batch, length, _features = x.shape
         return x.view(batch, length, heads or self.num_heads, self.d_k).transpose(1, 2)
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
         """[B, H, L, d_k] -> transpose [B, L, H, d_k] -> view [B, L, D] (contiguous first: view needs it)."""
-        batch, _, length, _ = x.shape
+        batch, _heads, length, _d_k = x.shape
         x = x.transpose(1, 2)  # [B, L, H, d_k]
         record("context_transpose", x)
         x = x.contiguous().view(batch, length, self.num_heads * self.d_k)  # [B, L, D]
@@ -186,7 +189,7 @@ class MultiHeadAttention(nn.Module):
     def _heads(self, projected: torch.Tensor, heads: int, steps: tuple[str, str, str]) -> torch.Tensor:
         """``split_heads``, telling a trace the projection, the view and the transpose under the ids ``steps``."""
         record(steps[0], projected)  # [B, L, heads·d_k]
-        batch, length, _ = projected.shape
+        batch, length, _features = projected.shape
         x = projected.view(batch, length, heads, self.d_k)  # [B, L, heads, d_k]
         record(steps[1], x)
         x = x.transpose(1, 2)  # [B, heads, L, d_k]

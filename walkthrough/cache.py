@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .i18n import _
 from .masks import decoder_self_mask
 
 
@@ -55,12 +56,14 @@ class KVCache:
         if self.k is None:
             return
         if self.k.size(0) != batch:
-            raise ValueError(f"the cache holds keys for a batch of {self.k.size(0)} but this call has {batch}: "
-                             f"start a new cache for each batch")
+            raise ValueError(_("the cache holds keys for a batch of {self_k_size_0} but this call has {batch}: "
+                             "start a new cache for each batch").format(self_k_size_0=self.k.size(0), batch=batch))
         if (self.k.size(1), self.k.size(3)) != (kv_heads, d_k):
-            raise ValueError(f"the cache holds {self.k.size(1)} K/V heads of {self.k.size(3)} features, this "
-                             f"attention makes {kv_heads} of {d_k}: the cache belongs to another model; start a "
-                             f"new one")
+            raise ValueError(_("the cache holds {self_k_size_1} K/V heads of {self_k_size_3} features, this "
+                             "attention makes {kv_heads} of {d_k}: the cache belongs to another model; start a "
+                             "new one").format(
+                                 self_k_size_1=self.k.size(1), self_k_size_3=self.k.size(3), kv_heads=kv_heads,
+                                 d_k=d_k))
 
 
 @dataclass
@@ -82,9 +85,9 @@ class DecodingCache:
 
     def __init__(self, model: nn.Module, batch: int, source: torch.Tensor | None = None):
         if not isinstance(getattr(model, "decoder", None), nn.Module) or not hasattr(model.decoder, "layers"):
-            raise TypeError(f"a DecodingCache belongs to a walkthrough Transformer or a GPT, got "
-                            f"{type(model).__name__}: start one with model.new_cache(src) (Transformer) or "
-                            f"model.new_cache(batch) (GPT)")
+            raise TypeError(_("a DecodingCache belongs to a walkthrough Transformer or a GPT, got "
+                            "{type}: start one with model.new_cache(src) (Transformer) or "
+                            "model.new_cache(batch) (GPT)").format(type=type(model).__name__))
         self.model = model
         self.batch = batch
         # meta ids hold no values to compare: a traced step's source is left unchecked
@@ -98,15 +101,16 @@ class DecodingCache:
     def check(self, model: nn.Module, new_ids: torch.Tensor, source: torch.Tensor | None = None) -> None:
         """Refuse a cache from another model, another batch or another source: it would give silent nonsense."""
         if self.model is not model:
-            raise ValueError("this cache was made by another model: start one with this model's new_cache(...)")
+            raise ValueError(_("this cache was made by another model: start one with this model's new_cache(...)"))
         if new_ids.size(0) != self.batch:
-            raise ValueError(f"the cache was made for a batch of {self.batch} but the new tokens have "
-                             f"{new_ids.size(0)} rows: start a new cache for each batch")
+            raise ValueError(_("the cache was made for a batch of {batch} but the new tokens have "
+                             "{new_ids_size_0} rows: start a new cache for each batch").format(
+                                 batch=self.batch, new_ids_size_0=new_ids.size(0)))
         if self.source is None:
             return
         if source is None or source.shape != self.source.shape or not torch.equal(source, self.source):
-            raise ValueError("the source changed since this cache was made: its cross-attention keys and values "
-                             "belong to the old source; start a new cache with model.new_cache(src)")
+            raise ValueError(_("the source changed since this cache was made: its cross-attention keys and values "
+                             "belong to the old source; start a new cache with model.new_cache(src)"))
 
     def append(self, new_ids: torch.Tensor) -> torch.Tensor:
         """Add the new tokens [B, n] to those seen; returns every id so far [B, t + n]."""
@@ -133,10 +137,12 @@ class DecodingCache:
         the same source (beams of one sentence: expanded once, never copied again), gathered otherwise.
         """
         if rows.dtype != torch.long or rows.dim() != 1 or rows.numel() != self.batch:
-            raise ValueError(f"rows must be {self.batch} long ids (one old row per new row), got "
-                             f"{rows.dtype} of shape {list(rows.shape)}")
+            raise ValueError(_("rows must be {batch} long ids (one old row per new row), got "
+                             "{dtype} of shape {rows_shape}").format(
+                                 batch=self.batch, dtype=rows.dtype, rows_shape=list(rows.shape)))
         if rows.numel() and not 0 <= int(rows.min()) <= int(rows.max()) < self.batch:
-            raise ValueError(f"rows must be in [0, {self.batch}), got {rows.min().item()}..{rows.max().item()}")
+            raise ValueError(_("rows must be in [0, {batch}), got {rows_min_item}..{rows_max_item}").format(
+                batch=self.batch, rows_min_item=rows.min().item(), rows_max_item=rows.max().item()))
         same_source = self.source is not None and torch.equal(self.source.index_select(0, rows), self.source)
         if self.ids is not None:
             self.ids = self.ids.index_select(0, rows)  # [B', t]
@@ -170,6 +176,6 @@ def self_attention_mask(model: nn.Module, new_ids: torch.Tensor, cache: Decoding
     if cache is None:
         return decoder_self_mask(new_ids, model.cfg.pad_id)
     if not isinstance(cache, DecodingCache):
-        raise TypeError(f"cache must come from model.new_cache(...), got {type(cache).__name__}")
+        raise TypeError(_("cache must come from model.new_cache(...), got {type}").format(type=type(cache).__name__))
     cache.check(model, new_ids, source)
     return decoder_self_mask(cache.append(new_ids), model.cfg.pad_id, new_ids.size(1))

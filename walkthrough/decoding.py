@@ -20,8 +20,10 @@ def check_decoding_ids(model: nn.Module, vocab_size: int, max_new_tokens: int, *
     """max_new_tokens must fit the model's positions; start/end ids must be tokens of its vocabulary."""
     check_positive_int("max_new_tokens", max_new_tokens)
     if max_new_tokens > model.cfg.max_len:
-        raise ValueError(f"max_new_tokens={max_new_tokens} need positions up to {max_new_tokens - 1}, but the model "
-                         f"has max_len={model.cfg.max_len}: decode fewer tokens")
+        raise ValueError(_("max_new_tokens={max_new_tokens} need positions up to {max_new_tokens_1}, but the model "
+                         "has max_len={max_len}: decode fewer tokens").format(
+                             max_new_tokens=max_new_tokens, max_new_tokens_1=max_new_tokens - 1,
+                             max_len=model.cfg.max_len))
     for name, value in ids.items():
         check_token_id(name, value, vocab_size)
 
@@ -30,10 +32,10 @@ def _new_tokens(max_new_tokens: int | None, max_len: int | None) -> int:
     """``max_new_tokens``, or the old name ``max_len`` (DESIGN's contract) with a DeprecationWarning."""
     if max_len is None:
         if max_new_tokens is None:
-            raise TypeError("give max_new_tokens: how many tokens to decode at most")
+            raise TypeError(_("give max_new_tokens: how many tokens to decode at most"))
         return max_new_tokens
     if max_new_tokens is not None:
-        raise TypeError("give max_new_tokens only (max_len is its old name)")
+        raise TypeError(_("give max_new_tokens only (max_len is its old name)"))
     warnings.warn("max_len is now max_new_tokens (cfg.max_len is the position table's size)", DeprecationWarning,
                   stacklevel=3)
     return max_len
@@ -41,7 +43,8 @@ def _new_tokens(max_new_tokens: int | None, max_len: int | None) -> int:
 
 def _check_model(model, wanted: type, right: str) -> None:
     if not isinstance(model, wanted):
-        raise TypeError(f"model must be a walkthrough.{wanted.__name__}, got {type(model).__name__}; {right}")
+        raise TypeError(_("model must be a walkthrough.{type}, got {type_}; {right}").format(
+            type=wanted.__name__, type_=type(model).__name__, right=right))
 
 
 @torch.no_grad()
@@ -73,7 +76,7 @@ def _decode_steps(model: Transformer, src: torch.Tensor, max_new_tokens: int, so
         cache = model.new_cache(src) if use_cache else None
         ys = torch.full((src.size(0), 1), sos_id, dtype=torch.long, device=src.device)  # [B, 1]
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        for _ in range(max_new_tokens):
+        for _step in range(max_new_tokens):
             fed = ys[:, -1:] if use_cache else ys  # [B, 1] or [B, t]
             logits = model.output_head(model.decode(fed, memory, src, cache)[:, -1])  # [B, V_tgt]
             next_id = sample_next(logits, temperature, top_k, top_p, generator).masked_fill(finished, model.cfg.pad_id)
@@ -132,42 +135,46 @@ def greedy_generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_i
 
 def _check_temperature(temperature) -> None:
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise TypeError(f"temperature must be a number such as 0.8 (0 = greedy), got {temperature!r}")
+        raise TypeError(_("temperature must be a number such as 0.8 (0 = greedy), got {temperature!r}").format(
+            temperature=temperature))
     if not 0 <= temperature < math.inf:  # NaN fails this too
-        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy, 1 = the model's own "
-                         f"probabilities), got {temperature}")
+        raise ValueError(_("temperature must be a finite number >= 0 (0 = greedy, 1 = the model's own "
+                         "probabilities), got {temperature}").format(temperature=temperature))
 
 
 def _check_filters(vocab_size: int, top_k, top_p) -> None:
     if top_k is not None:
         check_positive_int("top_k", top_k, " (None keeps every token)")
         if top_k > vocab_size:
-            raise ValueError(f"top_k={top_k} is more than the vocabulary's {vocab_size} tokens: use at most "
-                             f"{vocab_size}, or None to keep every token")
+            raise ValueError(_("top_k={top_k} is more than the vocabulary's {vocab_size} tokens: use at most "
+                             "{vocab_size}, or None to keep every token").format(top_k=top_k, vocab_size=vocab_size))
     if top_p is not None:
         if isinstance(top_p, bool) or not isinstance(top_p, (int, float)):
-            raise TypeError(f"top_p must be a probability such as 0.9, got {top_p!r}")
+            raise TypeError(_("top_p must be a probability such as 0.9, got {top_p!r}").format(top_p=top_p))
         if not 0 < top_p <= 1:  # NaN fails this too
-            raise ValueError(f"top_p must be in (0, 1] (1 keeps every token, 0.9 the most likely ones up to 90% "
-                             f"of the probability), got {top_p}")
+            raise ValueError(_("top_p must be in (0, 1] (1 keeps every token, 0.9 the most likely ones up to 90% "
+                             "of the probability), got {top_p}").format(top_p=top_p))
 
 
 def _check_logits(logits, dims: str) -> None:
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
         got = logits.dtype if isinstance(logits, torch.Tensor) else type(logits).__name__
-        raise TypeError(f"logits must be a float tensor {dims}, got {got}")
+        raise TypeError(_("logits must be a float tensor {dims}, got {got}").format(dims=dims, got=got))
     if logits.dim() == 0 or logits.size(-1) == 0:
-        raise ValueError(f"logits must be {dims} with at least one token, got shape {list(logits.shape)}")
+        raise ValueError(_("logits must be {dims} with at least one token, got shape {logits_shape}").format(
+            dims=dims, logits_shape=list(logits.shape)))
 
 
 def _check_generator(generator, device: torch.device) -> None:
     if generator is None:
         return
     if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator (or None), got {type(generator).__name__}")
+        raise TypeError(_("generator must be a torch.Generator (or None), got {type}").format(
+            type=type(generator).__name__))
     if generator.device.type != device.type:
-        raise ValueError(f"generator is on {generator.device} but the logits are on {device}: make it with "
-                         f"torch.Generator(device='{device.type}')")
+        raise ValueError(_("generator is on {device} but the logits are on {device_}: make it with "
+                         "torch.Generator(device='{type}')").format(
+                             device=generator.device, device_=device, type=device.type))
 
 
 def _check_sampling(vocab_size: int, device: torch.device, temperature, top_k, top_p, generator) -> None:
@@ -215,7 +222,8 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     (argmax, no draw). The same seeded ``generator`` gives the same ids."""
     _check_logits(logits, "[B, V]")
     if logits.dim() != 2:
-        raise ValueError(f"logits must be [B, V] (one row per sequence), got shape {list(logits.shape)}")
+        raise ValueError(_("logits must be [B, V] (one row per sequence), got shape {logits_shape}").format(
+            logits_shape=list(logits.shape)))
     _check_sampling(logits.size(-1), logits.device, temperature, top_k, top_p, generator)
     if temperature == 0:
         return logits.argmax(-1)  # [B]
@@ -266,8 +274,10 @@ def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_id: int 
     _check_sampling(model.cfg.vocab_size, prompt.device, temperature, top_k, top_p, generator)
     needed = prompt.size(1) + max_new_tokens - 1  # the last new token is never fed back
     if needed > model.cfg.max_len:
-        raise ValueError(f"a prompt of {prompt.size(1)} tokens and {max_new_tokens} new ones need {needed} positions, "
-                         f"but max_len={model.cfg.max_len}: shorten the prompt or ask for fewer tokens")
+        raise ValueError(_("a prompt of {prompt_size_1} tokens and {max_new_tokens} new ones need {needed} positions, "
+                         "but max_len={max_len}: shorten the prompt or ask for fewer tokens").format(
+                             prompt_size_1=prompt.size(1), max_new_tokens=max_new_tokens, needed=needed,
+                             max_len=model.cfg.max_len))
     check_left_padded(model, prompt)
     was_training = model.training
     model.eval()
@@ -275,7 +285,7 @@ def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_id: int 
         cache = model.new_cache(prompt.size(0)) if use_cache else None
         ids, fed = prompt, prompt
         finished = torch.zeros(prompt.size(0), dtype=torch.bool, device=prompt.device)
-        for _ in range(max_new_tokens):
+        for _step in range(max_new_tokens):
             logits = model(fed, cache)[:, -1]  # [B, V]
             next_id = sample_next(logits, temperature, top_k, top_p, generator).masked_fill(finished, model.cfg.pad_id)
             ids = torch.cat([ids, next_id[:, None]], dim=1)  # [B, t+1]
@@ -319,12 +329,14 @@ def beam_search(model: Transformer, src: torch.Tensor, max_new_tokens: int | Non
     check_decoding_ids(model, vocab, max_new_tokens, sos_id=sos_id, eos_id=eos_id)
     check_positive_int("beam_size", beam_size, " (1 is greedy decoding)")
     if beam_size > vocab:
-        raise ValueError(f"beam_size={beam_size} is more than the {vocab} target tokens: the first step could not "
-                         f"fill the beams; use at most {vocab}")
+        raise ValueError(_("beam_size={beam_size} is more than the {vocab} target tokens: the first step could not "
+                         "fill the beams; use at most {vocab}").format(beam_size=beam_size, vocab=vocab))
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)):
-        raise TypeError(f"length_penalty must be a number (0 = none, GNMT uses 0.6-1.0), got {length_penalty!r}")
+        raise TypeError(_("length_penalty must be a number (0 = none, GNMT uses 0.6-1.0), got {length_penalty!r}")
+            .format(length_penalty=length_penalty))
     if not math.isfinite(length_penalty):
-        raise ValueError(f"length_penalty must be a finite number (0 = none, GNMT uses 0.6-1.0), got {length_penalty}")
+        raise ValueError(_("length_penalty must be a finite number (0 = none, GNMT uses 0.6-1.0), got {length_penalty}")
+            .format(length_penalty=length_penalty))
     was_training = model.training
     model.eval()
     try:
@@ -339,7 +351,7 @@ def beam_search(model: Transformer, src: torch.Tensor, max_new_tokens: int | Non
         finished = torch.zeros(batch, k, dtype=torch.bool, device=src.device)  # [B, beam]
         stay = torch.full((vocab,), -math.inf, device=src.device)
         stay[pad_id] = 0.0  # a finished beam's only continuation: pad, at no cost
-        for _ in range(max_new_tokens):
+        for _step in range(max_new_tokens):
             fed = ys[:, -1:] if use_cache else ys  # [B·beam, 1] or [B·beam, t]
             step = model.output_head(model.decode(fed, memory, beam_src, cache)[:, -1]).log_softmax(-1)  # [B·beam, V]
             step = torch.where(finished[..., None], stay, step.view(batch, k, vocab))  # [B, beam, V]

@@ -15,6 +15,7 @@ from torch import nn
 from .cache import DecodingCache, decoding_step, position_ids, self_attention_mask
 from .config import GPTConfig, check_fits_in_memory, check_positive_int, checks_inputs
 from .embedding import Embedding, check_ids, check_positions
+from .i18n import _
 from .layers import Decoder, DecoderLayer, OutputHead, rename_output_head_keys
 from .steps import ONE_KV_HEAD_PER_HEAD
 
@@ -22,7 +23,7 @@ from .steps import ONE_KV_HEAD_PER_HEAD
 def check_gpt_inputs(model: GPT, ids: torch.Tensor, cache: DecodingCache | None = None) -> None:
     """ids [B, L] of the vocabulary, at positions that fit max_len after the cached ones; a cache of this model."""
     if cache is not None and not isinstance(cache, DecodingCache):
-        raise TypeError(f"cache must come from model.new_cache(batch), got {type(cache).__name__}")
+        raise TypeError(_("cache must come from model.new_cache(batch), got {type}").format(type=type(cache).__name__))
     check_ids(ids, model.cfg.vocab_size, "ids")
     check_positions(ids.size(1), 0 if cache is None else len(cache), model.cfg.max_len)
 
@@ -33,7 +34,7 @@ class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         if not isinstance(cfg, GPTConfig):
-            raise TypeError(f"cfg must be a walkthrough.GPTConfig, got {type(cfg).__name__}")
+            raise TypeError(_("cfg must be a walkthrough.GPTConfig, got {type}").format(type=type(cfg).__name__))
         if torch.empty(0).device.type != "meta":
             check_fits_in_memory(cfg, "this GPT")
         self.cfg = cfg

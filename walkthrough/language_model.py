@@ -27,6 +27,7 @@ from .config import GPTConfig
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
 from .decoding import greedy_generate
 from .gpt import GPT
+from .i18n import _
 from .loss import sequence_loss
 from .train import TrainSettings, check_texts, held_out_pairs
 from .training import TrainingLoop, check_threads, torch_threads
@@ -108,7 +109,8 @@ class GPTTrainer(TrainingLoop):
 
     def __init__(self, settings: GPTSettings = GPTSettings(), threads: int = 1):
         if not isinstance(settings, GPTSettings):
-            raise TypeError(f"settings must be a walkthrough.GPTSettings, got {type(settings).__name__}")
+            raise TypeError(_("settings must be a walkthrough.GPTSettings, got {type}").format(
+                type=type(settings).__name__))
         check_threads(threads)  # before the model is built
         self.settings = settings
         self.vocab = numeral_lm_vocab()
@@ -137,7 +139,7 @@ class GPTTrainer(TrainingLoop):
     def accuracy(self, pairs: list[tuple[str, str]]) -> float:
         """Share of pairs whose continuation equals the English words exactly."""
         if not pairs:
-            raise ValueError("pairs is empty: give at least one (Chinese, English) pair to score")
+            raise ValueError(_("pairs is empty: give at least one (Chinese, English) pair to score"))
         guesses = self.complete([zh for zh, _ in pairs])
         return sum(g == en for g, (_, en) in zip(guesses, pairs)) / len(pairs)
 
@@ -149,15 +151,17 @@ def complete(model: GPT, texts: list[str], vocab: Vocab) -> list[str]:
     """
     check_texts(texts)
     if len(vocab) != model.cfg.vocab_size:
-        raise ValueError(f"the vocabulary ({len(vocab)} tokens) does not match the model ({model.cfg.vocab_size}); "
-                         f"use the one it was trained with")
+        raise ValueError(_("the vocabulary ({len_vocab} tokens) does not match the model ({vocab_size}); "
+                         "use the one it was trained with").format(
+                             len_vocab=len(vocab), vocab_size=model.cfg.vocab_size))
     prompts = [prompt_ids(text, vocab) for text in texts]
     answers: list[str] = [""] * len(texts)
     for length in sorted({len(p) for p in prompts}):
         rows = [i for i, p in enumerate(prompts) if len(p) == length]
         if length >= model.cfg.max_len:
-            raise ValueError(f"texts[{rows[0]}] is {length - 1} characters long; the model reads at most "
-                             f"{model.cfg.max_len - 1} including the separator: give a shorter numeral")
+            raise ValueError(_("texts[{rows_0}] is {length_1} characters long; the model reads at most "
+                             "{model_cfg_max_len_1} including the separator: give a shorter numeral").format(
+                                 rows_0=rows[0], length_1=length - 1, model_cfg_max_len_1=model.cfg.max_len - 1))
         prompt = torch.tensor([prompts[i] for i in rows])  # [B_len, L_p]
         out = greedy_generate(model, prompt, max_new_tokens=model.cfg.max_len - length + 1,
                               eos_id=Vocab.eos_id)  # [B_len, L_p + T]
@@ -170,8 +174,9 @@ def save_gpt_checkpoint(trainer: GPTTrainer, path: str | Path, optimizer: bool =
     """Weights (with their digest), history, step, settings and vocabulary (and, with ``optimizer``, what a
     resume needs)."""
     if not isinstance(trainer, GPTTrainer):
-        raise TypeError(f"save_gpt_checkpoint saves a walkthrough.GPTTrainer, got {type(trainer).__name__}; "
-                        f"a Trainer (the encoder-decoder) is saved with save_checkpoint")
+        raise TypeError(_("save_gpt_checkpoint saves a walkthrough.GPTTrainer, got {type}; "
+                        "a Trainer (the encoder-decoder) is saved with save_checkpoint").format(
+                            type=type(trainer).__name__))
     path = check_checkpoint_path(path, for_writing=True)
     write_checkpoint(path, GPT_CHECKPOINT_FORMAT, {"settings": asdict(trainer.settings), "itos": trainer.vocab.itos,
                                                    **trainer.state_dict(optimizer)})
@@ -184,6 +189,6 @@ def load_gpt_checkpoint(path: str | Path) -> GPTTrainer:
     path = Path(path)
     trainer = GPTTrainer(settings_from(state, GPTSettings, path))
     if state["itos"] != trainer.vocab.itos:
-        raise ValueError(f"{path} was trained with another vocabulary than this task's; retrain it")
+        raise ValueError(_("{path} was trained with another vocabulary than this task's; retrain it").format(path=path))
     restore(trainer, state, path)
     return trainer

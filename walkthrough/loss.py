@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .i18n import _
 from .recording import record
 
 
@@ -15,15 +16,16 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int, smoot
     also take [B, V, L]. A one-hot [B, L, V] target is the same loss written out.
     """
     if not isinstance(logits, torch.Tensor) or not isinstance(labels, torch.Tensor):
-        raise TypeError("logits and labels must be tensors: logits [B, L, V] floats, labels [B, L] class ids")
+        raise TypeError(_("logits and labels must be tensors: logits [B, L, V] floats, labels [B, L] class ids"))
     if logits.dim() != 3 or labels.shape != logits.shape[:2]:
-        raise ValueError(f"logits must be [B, L, V] and labels [B, L] class ids; got {list(logits.shape)} and "
-                         f"{list(labels.shape)} (labels are ids, not one-hot)")
+        raise ValueError(_("logits must be [B, L, V] and labels [B, L] class ids; got {logits_shape} and "
+                         "{labels_shape} (labels are ids, not one-hot)").format(
+                             logits_shape=list(logits.shape), labels_shape=list(labels.shape)))
     if not 0 <= smoothing < 1:
-        raise ValueError(f"smoothing must be in [0, 1) (0.1 is usual), got {smoothing}")
+        raise ValueError(_("smoothing must be in [0, 1) (0.1 is usual), got {smoothing}").format(smoothing=smoothing))
     if labels.device.type != "meta" and not (labels != pad_id).any():  # the mean over no tokens would be NaN
-        raise ValueError(f"every label is PAD (pad_id={pad_id}): there is nothing to score; pass labels with at "
-                         f"least one real token (or the right pad_id)")
+        raise ValueError(_("every label is PAD (pad_id={pad_id}): there is nothing to score; pass labels with at "
+                         "least one real token (or the right pad_id)").format(pad_id=pad_id))
     record("labels", labels)
     flat_logits = logits.reshape(-1, logits.size(-1))  # [B·L, V]
     record("logits_flat", flat_logits)

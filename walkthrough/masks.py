@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from .config import check_positive_int
+from .i18n import _
 from .recording import record
 
 
@@ -20,7 +21,7 @@ def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     """
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
         shape = list(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
-        raise ValueError(f"ids must be a [B, L] tensor of token ids, got {shape}")
+        raise ValueError(_("ids must be a [B, L] tensor of token ids, got {shape}").format(shape=shape))
     mask = (ids != pad_id)[:, None, None, :]  # [B, 1, 1, L_k]
     record("padding_mask", mask)
     return mask
@@ -62,13 +63,14 @@ def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
     """A mask must be bool and broadcast to the scores [B, H, L_q, L_k]."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise TypeError(f"mask must be a bool tensor (True = may attend), got {got}; "
-                        f"for a 0/1 mask use mask.bool(), for an nn.MultiheadAttention mask use ~mask")
+        raise TypeError(_("mask must be a bool tensor (True = may attend), got {got}; "
+                        "for a 0/1 mask use mask.bool(), for an nn.MultiheadAttention mask use ~mask").format(got=got))
     try:
         fits = torch.broadcast_shapes(mask.shape, scores_shape) == scores_shape
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(f"mask shape {list(mask.shape)} does not broadcast to the scores "
-                         f"{list(scores_shape)} [B, H, L_q, L_k]; padding masks are [B, 1, 1, L_k], "
-                         f"causal masks [L_q, L_k]")
+        raise ValueError(_("mask shape {mask_shape} does not broadcast to the scores "
+                         "{list_scores_shape} [B, H, L_q, L_k]; padding masks are [B, 1, 1, L_k], "
+                         "causal masks [L_q, L_k]").format(
+                             mask_shape=list(mask.shape), list_scores_shape=list(scores_shape)))

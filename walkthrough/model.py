@@ -10,6 +10,7 @@ from torch import nn
 from .cache import DecodingCache, decoding_step, self_attention_mask
 from .config import ModelConfig, check_fits_in_memory, check_same_batch, checks_inputs
 from .embedding import Embedding, check_ids, check_positions
+from .i18n import _
 from .layers import Decoder, DecoderLayer, EncoderLayer, OutputHead, rename_output_head_keys
 from .masks import padding_mask
 from .recording import record
@@ -51,19 +52,19 @@ def check_decode_inputs(model: Transformer, tgt: torch.Tensor, memory: torch.Ten
                         cache: DecodingCache | None = None) -> None:
     """tgt and src ids, memory [B, L_src, D] in the weights' dtype, and a cache of this model (if any)."""
     if cache is not None and not isinstance(cache, DecodingCache):
-        raise TypeError(f"cache must come from model.new_cache(src), got {type(cache).__name__}")
+        raise TypeError(_("cache must come from model.new_cache(src), got {type}").format(type=type(cache).__name__))
     check_src(model, src)
     check_ids(tgt, model.cfg.tgt_vocab_size, "tgt")
     check_positions(tgt.size(1), 0 if cache is None else len(cache), model.cfg.max_len)
     if not isinstance(memory, torch.Tensor) or memory.shape[1:] != (src.size(1), model.cfg.d_model):
         got = list(memory.shape) if isinstance(memory, torch.Tensor) else type(memory).__name__
-        raise ValueError(f"memory must be [B, L_src, D] = [B, {src.size(1)}, {model.cfg.d_model}], got {got}; "
-                         f"pass model.encode(src)")
+        raise ValueError(_("memory must be [B, L_src, D] = [B, {src_size_1}, {d_model}], got {got}; "
+                         "pass model.encode(src)").format(src_size_1=src.size(1), d_model=model.cfg.d_model, got=got))
     check_same_batch(tgt=tgt, memory=memory, src=src)
     dtype = model.output_head.proj.weight.dtype
     if memory.dtype != dtype:
-        raise TypeError(f"memory is {memory.dtype} but the model's weights are {dtype}: pass model.encode(src) "
-                        f"(or memory.to({dtype}))")
+        raise TypeError(_("memory is {dtype} but the model's weights are {dtype_}: pass model.encode(src) "
+                        "(or memory.to({dtype_}))").format(dtype=memory.dtype, dtype_=dtype))
 
 
 class Transformer(nn.Module):
@@ -74,7 +75,7 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         if not isinstance(cfg, ModelConfig):
-            raise TypeError(f"cfg must be a walkthrough.ModelConfig, got {type(cfg).__name__}")
+            raise TypeError(_("cfg must be a walkthrough.ModelConfig, got {type}").format(type=type(cfg).__name__))
         if torch.empty(0).device.type != "meta":  # on the meta device nothing is allocated: any size is fine
             check_fits_in_memory(cfg, "this Transformer")
         self.cfg = cfg
@@ -103,8 +104,9 @@ class Transformer(nn.Module):
     def new_cache(self, src: torch.Tensor) -> DecodingCache:
         """An empty cache for decoding the batch ``src`` [B, L_src] one token at a time."""
         if not isinstance(src, torch.Tensor):
-            raise TypeError(f"new_cache(src) takes the source ids [B, L_src] the cache will decode, got "
-                            f"{type(src).__name__} (a GPT's cache takes a batch size: gpt.new_cache(batch))")
+            raise TypeError(_("new_cache(src) takes the source ids [B, L_src] the cache will decode, got "
+                            "{type} (a GPT's cache takes a batch size: gpt.new_cache(batch))").format(
+                                type=type(src).__name__))
         check_src(self, src)
         return DecodingCache(self, src.size(0), src)
 

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .attention import MultiHeadAttention
+from .i18n import _
 from .model import Transformer
 
 
@@ -19,8 +20,8 @@ def copy_torch_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention
     PyTorch keeps W_q, W_k, W_v stacked in one ``in_proj_weight`` [3D, D]; we split it in three.
     """
     if theirs.in_proj_weight is None or theirs.embed_dim != ours.w_q.in_features or theirs.num_heads != ours.num_heads:
-        raise ValueError("theirs must be an nn.MultiheadAttention with the same embed_dim and num_heads "
-                         "(and kdim = vdim = embed_dim)")
+        raise ValueError(_("theirs must be an nn.MultiheadAttention with the same embed_dim and num_heads "
+                         "(and kdim = vdim = embed_dim)"))
     w_q, w_k, w_v = theirs.in_proj_weight.chunk(3)
     b_q, b_k, b_v = theirs.in_proj_bias.chunk(3)
     for linear, weight, bias in ((ours.w_q, w_q, b_q), (ours.w_k, w_k, b_k), (ours.w_v, w_v, b_v),
@@ -38,20 +39,21 @@ def load_torch_transformer(model: Transformer, reference: nn.Transformer) -> Tra
     enc_layers, dec_layers = reference.encoder.layers, reference.decoder.layers
     first = enc_layers[0]
     if not first.self_attn.batch_first or first.norm_first:
-        raise ValueError("reference must be built with batch_first=True and norm_first=False (post-norm)")
+        raise ValueError(_("reference must be built with batch_first=True and norm_first=False (post-norm)"))
     for layer in [*enc_layers, *dec_layers]:
         if getattr(layer, "activation_relu_or_gelu", 1) != 1:
-            raise ValueError("reference must use activation='relu' (ours is ReLU, as in the paper); "
-                             "rebuild it with activation='relu'")
+            raise ValueError(_("reference must use activation='relu' (ours is ReLU, as in the paper); "
+                             "rebuild it with activation='relu'"))
         if layer.norm1.eps != 1e-5 or layer.linear1.bias is None or layer.norm1.bias is None:
-            raise ValueError("reference must use layer_norm_eps=1e-5 and bias=True (ours have both); "
-                             "rebuild it with the defaults")
+            raise ValueError(_("reference must use layer_norm_eps=1e-5 and bias=True (ours have both); "
+                             "rebuild it with the defaults"))
     theirs = (reference.d_model, reference.nhead, first.linear1.out_features, len(enc_layers), len(dec_layers))
     cfg = model.cfg
     ours = (cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.num_layers, cfg.num_layers)
     if theirs != ours:
-        raise ValueError(f"sizes differ (d_model, nhead, dim_feedforward, encoder layers, decoder layers): "
-                         f"reference {theirs}, model {ours}; build both from the same sizes")
+        raise ValueError(_("sizes differ (d_model, nhead, dim_feedforward, encoder layers, decoder layers): "
+                         "reference {theirs}, model {ours}; build both from the same sizes").format(
+                             theirs=theirs, ours=ours))
 
     def copy_module(dst, src):
         dst.load_state_dict(src.state_dict())

@@ -28,15 +28,17 @@ def check_rope_input(x: torch.Tensor, offset: int = 0, positions: torch.Tensor |
     positions: None, or whole numbers >= 0 [B, L] for x [B, H, L, d_k]."""
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(f"x must be a float tensor [B, H, L, d_k] (queries or keys), got {got}; "
-                        f"rotating whole numbers rounds every feature away: convert with x.float()")
+        raise TypeError(_("x must be a float tensor [B, H, L, d_k] (queries or keys), got {got}; "
+                        "rotating whole numbers rounds every feature away: convert with x.float()").format(got=got))
     if x.dim() < 2:
-        raise ValueError(f"x must be [..., L, d_k] (usually [B, H, L, d_k]), got shape {list(x.shape)}")
+        raise ValueError(_("x must be [..., L, d_k] (usually [B, H, L, d_k]), got shape {x_shape}").format(
+            x_shape=list(x.shape)))
     check_rope_pairs(x.size(-1))
     if isinstance(offset, bool) or not isinstance(offset, int):
-        raise TypeError(f"offset must be a whole number of positions (the first one's index), got {offset!r}")
+        raise TypeError(_("offset must be a whole number of positions (the first one's index), got {offset!r}").format(
+            offset=offset))
     if offset < 0:
-        raise ValueError(f"offset must be >= 0 (positions start at 0), got {offset}")
+        raise ValueError(_("offset must be >= 0 (positions start at 0), got {offset}").format(offset=offset))
     if positions is not None:
         if x.dim() != 4:
             raise ValueError(_("x must be [B, H, L, d_k] when positions [B, L] are given, got shape "

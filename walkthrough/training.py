@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from .config import check_positive_int
 from .data import Vocab, chinese_tokens, english_tokens, pad_batch
+from .i18n import _
 
 WARMUP_SHARE = 0.15  # the warm-up's default share of the steps
 
@@ -81,26 +82,31 @@ def smoothing_floor(smoothing: float, vocab_size: int) -> float:
 
 def check_smoothing(smoothing) -> None:
     if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)):
-        raise TypeError(f"smoothing must be a number in [0, 1) (0.1 is usual), got {smoothing!r}")
+        raise TypeError(_("smoothing must be a number in [0, 1) (0.1 is usual), got {smoothing!r}").format(
+            smoothing=smoothing))
     if not 0 <= smoothing < 1:
-        raise ValueError(f"smoothing must be in [0, 1) (0.1 is usual; 0 turns smoothing off), got {smoothing}")
+        raise ValueError(_("smoothing must be in [0, 1) (0.1 is usual; 0 turns smoothing off), got {smoothing}").format(
+            smoothing=smoothing))
 
 
 def check_learning_rate(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number such as 3e-3, got {value!r}")
+        raise TypeError(_("{name} must be a number such as 3e-3, got {value!r}").format(name=name, value=value))
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive learning rate such as 3e-3, got {value} "
-                         f"(zero never moves the weights; a negative rate climbs the loss instead of descending it)")
+        raise ValueError(_("{name} must be a positive learning rate such as 3e-3, got {value} "
+                         "(zero never moves the weights; a negative rate climbs the loss instead of descending it)")
+                             .format(name=name, value=value))
 
 
 def check_warmup(warmup, steps: int) -> None:
     if isinstance(warmup, bool) or not isinstance(warmup, int):
-        raise TypeError(f"warmup must be a whole number of steps, got {warmup!r} ({type(warmup).__name__})")
+        raise TypeError(_("warmup must be a whole number of steps, got {warmup!r} ({type})").format(
+            warmup=warmup, type=type(warmup).__name__))
     if not 0 <= warmup <= steps:
-        raise ValueError(f"warmup must be between 0 and steps={steps}, got {warmup}: the rate must have "
-                         f"risen before the schedule ends; about 15% of the steps works, e.g. "
-                         f"warmup={default_warmup(steps)} (leave it out to get that)")
+        raise ValueError(_("warmup must be between 0 and steps={steps}, got {warmup}: the rate must have "
+                         "risen before the schedule ends; about 15% of the steps works, e.g. "
+                         "warmup={default_warmup_steps} (leave it out to get that)").format(
+                             steps=steps, warmup=warmup, default_warmup_steps=default_warmup(steps)))
 
 
 def usable_cores() -> int:
@@ -117,8 +123,8 @@ def check_threads(threads) -> None:
     check_positive_int("threads", threads)
     cores = usable_cores()
     if threads > cores:
-        raise ValueError(f"threads={threads} is more than the {cores} CPU cores this process may use: "
-                         f"pick 1..{cores} (1 is best on a shared server)")
+        raise ValueError(_("threads={threads} is more than the {cores} CPU cores this process may use: "
+                         "pick 1..{cores} (1 is best on a shared server)").format(threads=threads, cores=cores))
 
 
 @dataclass
@@ -258,36 +264,43 @@ class TrainingLoop:
 
     def _check_run(self, steps, seconds, on_step) -> None:
         if not self.resumable:
-            raise ValueError("this model was loaded from a weights-only checkpoint: it translates and can be "
+            raise ValueError(_("this model was loaded from a weights-only checkpoint: it translates and can be "
                              "scored, but cannot resume training (the optimiser's state was not saved); "
-                             "make a new trainer to train")
+                             "make a new trainer to train"))
         if self.remaining == 0:
-            raise ValueError(f"all {self.total_steps} steps of the schedule are done (the learning rate is now 0): "
-                             f"nothing left to train; make a new trainer to start afresh, or load an earlier "
-                             f"checkpoint to continue from there")
+            raise ValueError(_("all {total_steps} steps of the schedule are done (the learning rate is now 0): "
+                             "nothing left to train; make a new trainer to start afresh, or load an earlier "
+                             "checkpoint to continue from there").format(total_steps=self.total_steps))
         if steps is not None:
             check_positive_int("steps", steps)
             if steps > self.remaining:
-                raise ValueError(f"steps={steps} goes past the schedule's end: step {self.step} of "
-                                 f"{self.total_steps}, so at most {self.remaining} remain; pass steps <= "
-                                 f"{self.remaining} (or none, to finish), or make a trainer with more steps")
+                raise ValueError(_("steps={steps} goes past the schedule's end: step {step} of "
+                                 "{total_steps}, so at most {remaining} remain; pass steps <= "
+                                 "{remaining} (or none, to finish), or make a trainer with more steps").format(
+                                     steps=steps, step=self.step, total_steps=self.total_steps,
+                                     remaining=self.remaining))
         if seconds is not None:
             if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-                raise TypeError(f"seconds must be a number (a time budget such as 30), got {seconds!r}")
+                raise TypeError(_("seconds must be a number (a time budget such as 30), got {seconds!r}").format(
+                    seconds=seconds))
             if not (math.isfinite(seconds) and seconds > 0):
-                raise ValueError(f"seconds must be a positive time budget such as 30, got {seconds}")
+                raise ValueError(_("seconds must be a positive time budget such as 30, got {seconds}").format(
+                    seconds=seconds))
         if on_step is not None and not callable(on_step):
-            raise TypeError(f"on_step must be a function of the trainer, got {type(on_step).__name__}")
+            raise TypeError(_("on_step must be a function of the trainer, got {type}").format(
+                type=type(on_step).__name__))
 
     def _one_step(self) -> None:
         batch = self.batch_fn(self.step)
         loss = self.loss_fn(self.model, batch)
         loss_value, lr = loss.item(), self.optimizer.param_groups[0]["lr"]
         if not math.isfinite(loss_value):  # one update with it would turn every weight into NaN
-            raise ValueError(f"the loss at step {self.step} is {loss_value} (not finite): training diverged, so "
-                             f"it stopped before this step's update. The learning rate ({lr:.3g} at this step, "
-                             f"peak_lr={self.peak_lr:g}) is too high: lower peak_lr (e.g. {self.peak_lr / 10:g}) "
-                             f"and train a new trainer")
+            raise ValueError(_("the loss at step {step} is {loss_value} (not finite): training diverged, so "
+                             "it stopped before this step's update. The learning rate ({lr:.3g} at this step, "
+                             "peak_lr={peak_lr:g}) is too high: lower peak_lr (e.g. {self_peak_lr_10:g}) "
+                             "and train a new trainer").format(
+                                 step=self.step, loss_value=loss_value, lr=lr, peak_lr=self.peak_lr,
+                                 self_peak_lr_10=self.peak_lr / 10))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         with interrupts_held():  # the update and its record happen together, or not at all
@@ -312,17 +325,21 @@ class TrainingLoop:
         rates would jump) or is further along than this loop's ``steps``.
         """
         if state["step"] > self.total_steps:
-            raise ValueError(f"this state is at step {state['step']}, past the end of this trainer's schedule "
-                             f"(steps={self.total_steps}): make the trainer with the settings the state was "
-                             f"trained with (steps >= {state['step']})")
+            raise ValueError(_("this state is at step {state_step}, past the end of this trainer's schedule "
+                             "(steps={total_steps}): make the trainer with the settings the state was "
+                             "trained with (steps >= {state_step})").format(
+                                 state_step=state['step'], total_steps=self.total_steps))
         if not len(state["losses"]) == len(state["lrs"]) == state["step"]:
-            raise ValueError(f"inconsistent training state: step {state['step']} with {len(state['losses'])} "
-                             f"losses and {len(state['lrs'])} learning rates; save it again")
+            raise ValueError(_("inconsistent training state: step {state_step} with {len_state_losses} "
+                             "losses and {len_state_lrs} learning rates; save it again").format(
+                                 state_step=state['step'], len_state_losses=len(state['losses']),
+                                 len_state_lrs=len(state['lrs'])))
         differ = [f"{name}={theirs!r} (this trainer: {self.schedule[name]!r})"
                   for name, theirs in state["schedule"].items() if self.schedule.get(name) != theirs]
         if differ:
-            raise ValueError(f"this state was trained on another schedule: {', '.join(differ)}; its learning rate "
-                             f"would jump. Make the trainer with the settings the state was trained with")
+            raise ValueError(_("this state was trained on another schedule: {join_differ}; its learning rate "
+                             "would jump. Make the trainer with the settings the state was trained with").format(
+                                 join_differ=', '.join(differ)))
         self.model.load_state_dict(state["model"])
         self.resumable = "optimizer" in state
         if self.resumable:
