@@ -104,12 +104,13 @@ def _backward_pass(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int
 
 def _check(cfg, batch, src_len, tgt_len) -> None:
     if not isinstance(cfg, ModelConfig):
-        raise TypeError(f"cfg must be a walkthrough.ModelConfig, got {type(cfg).__name__}")
+        raise TypeError(_("cfg must be a walkthrough.ModelConfig, got {type}").format(type=type(cfg).__name__))
     check_positive_int("batch", batch)
     for name, length in (("src_len", src_len), ("tgt_len", tgt_len)):
         check_positive_int(name, length)
         if length > cfg.max_len:
-            raise ValueError(f"{name}={length} is longer than max_len={cfg.max_len}; raise max_len or shorten {name}")
+            raise ValueError(_("{name}={length} is longer than max_len={max_len}; raise max_len or shorten {name}")
+                .format(name=name, length=length, max_len=cfg.max_len))
 
 
 def trace_gradients(cfg: ModelConfig, batch: int = 32, src_len: int = 10, tgt_len: int = 4
@@ -169,11 +170,13 @@ def layer_gradient_norms(cfg: GPTConfig, batch: int = 16, length: int = 32, seed
     (``norm_first=True``) start from the same kind of weights; ``seed`` fixes weights and ids.
     """
     if not isinstance(cfg, GPTConfig):
-        raise TypeError(f"cfg must be a walkthrough.GPTConfig (set norm_first there), got {type(cfg).__name__}")
+        raise TypeError(_("cfg must be a walkthrough.GPTConfig (set norm_first there), got {type}").format(
+            type=type(cfg).__name__))
     check_positive_int("batch", batch)
     check_positive_int("length", length)
     if length > cfg.max_len:
-        raise ValueError(f"length={length} is longer than max_len={cfg.max_len}; raise max_len or shorten length")
+        raise ValueError(_("length={length} is longer than max_len={max_len}; raise max_len or shorten length").format(
+            length=length, max_len=cfg.max_len))
     torch.manual_seed(seed)
     model = GPT(cfg)
     for weight in model.parameters():

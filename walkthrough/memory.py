@@ -139,13 +139,14 @@ def training_memory(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, sm
     ``activations`` equals what ``measure_saved`` counts on the real model (tests/test_memory.py).
     """
     if not isinstance(cfg, ModelConfig):
-        raise TypeError(f"cfg must be a walkthrough.ModelConfig, got {type(cfg).__name__}")
+        raise TypeError(_("cfg must be a walkthrough.ModelConfig, got {type}").format(type=type(cfg).__name__))
     for name, value in (("batch", batch), ("src_len", src_len), ("tgt_len", tgt_len)):
         check_positive_int(name, value)
     if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0 <= smoothing < 1:
-        raise ValueError(f"smoothing must be a number in [0, 1) (0.1 is usual), got {smoothing!r}")
+        raise ValueError(_("smoothing must be a number in [0, 1) (0.1 is usual), got {smoothing!r}").format(
+            smoothing=smoothing))
     if not isinstance(keep_weights, bool):
-        raise TypeError(f"keep_weights must be True or False, got {keep_weights!r}")
+        raise TypeError(_("keep_weights must be True or False, got {keep_weights!r}").format(keep_weights=keep_weights))
     d, f, h, layers, dropout = cfg.d_model, cfg.d_ff, cfg.num_heads, cfg.num_layers, cfg.dropout > 0
     src_rows, tgt_rows = batch * src_len, batch * tgt_len
     terms: dict[str, int] = {N_("token ids (embedding lookups)"): LONG * (src_rows + tgt_rows)}

@@ -624,11 +624,13 @@ def side_by_side(package: Callable, yours: Callable) -> SideBySide:
     """The package's function (e.g. ``wt.MultiHeadAttention.forward``) beside yours, to read line by line."""
     for name, fn in (("package", package), ("yours", yours)):
         if not callable(fn):
-            raise TypeError(f"{name} must be a function or method (e.g. MultiHeadAttention.forward), "
-                            f"got {type(fn).__name__}")
+            raise TypeError(_("{name} must be a function or method (e.g. MultiHeadAttention.forward), "
+                            "got {type}").format(name=name, type=type(fn).__name__))
         try:
             inspect.getsource(fn)
         except (OSError, TypeError) as err:
-            raise ValueError(f"{name}: no source to show for {getattr(fn, '__qualname__', fn)!r} ({err}); "
-                             f"pass a function defined in a file or a notebook cell") from None
+            raise ValueError(_("{name}: no source to show for {getattr_fn___qualname___fn!r} ({err}); "
+                             "pass a function defined in a file or a notebook cell").format(
+                                 name=name, getattr_fn___qualname___fn=getattr(fn, '__qualname__', fn),
+                                 err=err)) from None
     return SideBySide(package, yours, (f"package: {package.__qualname__}", f"yours: {yours.__qualname__}"))

@@ -290,17 +290,20 @@ class _Tracer:
             after = f" right after {self.last_op[0]} -> {list(self.last_op[1])}" if self.last_op else ""
             op = self.failed_op or "a value read (.item(), bool(tensor), .tolist())"
             return TraceError(
-                f"in {where!r}: {op}{after} needs a tensor's values, and the meta device has shapes only "
-                f"({text}). Data-dependent code (if x.sum() > 0, .item(), .tolist(), nonzero) cannot be traced: "
-                f"make the branch depend on shapes or arguments, or trace the submodules around it.",
+                _("in {where!r}: {op}{after} needs a tensor's values, and the meta device has shapes only "
+                "({text}). Data-dependent code (if x.sum() > 0, .item(), .tolist(), nonzero) cannot be traced: "
+                "make the branch depend on shapes or arguments, or trace the submodules around it.").format(
+                    where=where, op=op, after=after, text=text),
                 self.failed_op, where)
         if isinstance(error, NotImplementedError) and self.failed_op:
             return TraceError(
-                f"in {where!r}: {self.failed_op} has no meta-device kernel, so it cannot be traced ({text}). "
-                f"Pass an argument that avoids it (e.g. is_causal=True instead of a mask PyTorch inspects), "
-                f"or trace the submodules around it.", self.failed_op, where)
+                _("in {where!r}: {failed_op} has no meta-device kernel, so it cannot be traced ({text}). "
+                "Pass an argument that avoids it (e.g. is_causal=True instead of a mask PyTorch inspects), "
+                "or trace the submodules around it.").format(
+                    where=where, failed_op=self.failed_op, text=text), self.failed_op, where)
         op = self.failed_op or (self.last_op[0] if self.last_op else "an op")
-        return TraceError(f"in {where!r}: {op} failed on the meta device: {text}", self.failed_op, where)
+        return TraceError(_("in {where!r}: {op} failed on the meta device: {text}").format(
+            where=where, op=op, text=text), self.failed_op, where)
 
 
 def trace_callable(fn: Callable[[], object], root: nn.Module | None = None, *, ops: bool = True,
@@ -462,7 +465,7 @@ def meta_copy(module: nn.Module) -> nn.Module:
     tensor attribute is swapped for an empty meta twin while copying. ``module`` itself is untouched;
     a module already wholly on the meta device is returned as it is."""
     if not isinstance(module, nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        raise TypeError(_("module must be a torch.nn.Module, got {type}").format(type=type(module).__name__))
     twins: dict[int, torch.Tensor] = {}
     for part in module.modules():
         for value in vars(part).values():
@@ -478,17 +481,20 @@ def meta_copy(module: nn.Module) -> nn.Module:
     try:
         return copy.deepcopy(module, memo=dict(twins))
     except Exception as error:
-        raise ValueError(f"could not copy {type(module).__name__} to the meta device ({error}); build it there "
-                         f"yourself (with torch.device('meta'): module = ...) and trace that") from error
+        raise ValueError(_("could not copy {type} to the meta device ({error}); build it there "
+                         "yourself (with torch.device('meta'): module = ...) and trace that").format(
+                             type=type(module).__name__, error=error)) from error
 
 
 def _meta_shape(shape: tuple, name: str) -> torch.Tensor:
     """A float meta tensor of ``shape`` (a tuple given where a tensor goes), or a message saying why it is not one."""
     if not all(isinstance(n, int) and not isinstance(n, bool) for n in shape):
-        raise TypeError(f"{name} = {shape} is not a shape: a shape is a tuple of whole sizes such as (32, 10, 512); "
-                        f"for data pass a tensor (torch.tensor({list(shape)}))")
+        raise TypeError(_("{name} = {shape} is not a shape: a shape is a tuple of whole sizes such as (32, 10, 512); "
+                        "for data pass a tensor (torch.tensor({list_shape}))").format(
+                            name=name, shape=shape, list_shape=list(shape)))
     if any(n < 0 for n in shape):
-        raise ValueError(f"{name} = {shape}: a shape given as an input must have sizes >= 0")
+        raise ValueError(_("{name} = {shape}: a shape given as an input must have sizes >= 0").format(
+            name=name, shape=shape))
     return torch.empty(shape, device="meta")
 
 
@@ -497,14 +503,14 @@ def _meta_value(value, name: str, top_level: bool, keyword: bool = False):
     if isinstance(value, torch.Tensor):
         return value if value.device.type == "meta" else torch.empty_like(value, device="meta")
     if type(value).__module__ == "numpy" and hasattr(value, "shape"):
-        raise TypeError(f"{name} is a numpy array: pass a tensor (torch.from_numpy(array)) or its shape as a "
-                        f"tuple, {tuple(value.shape)}")
+        raise TypeError(_("{name} is a numpy array: pass a tensor (torch.from_numpy(array)) or its shape as a "
+                        "tuple, {tuple_value_shape}").format(name=name, tuple_value_shape=tuple(value.shape)))
     if top_level and isinstance(value, (tuple, list)) and value and all(isinstance(n, (int, float)) for n in value):
         if isinstance(value, tuple):
             return _meta_shape(tuple(value), name)
         if not keyword:  # a keyword's list of numbers (ConvTranspose's output_size) goes to forward as it is
-            raise TypeError(f"{name} is the list {value}: give a shape as a tuple ({tuple(value)}) and data as a "
-                            f"tensor (torch.tensor({value}))")
+            raise TypeError(_("{name} is the list {value}: give a shape as a tuple ({tuple_value}) and data as a "
+                            "tensor (torch.tensor({value}))").format(name=name, value=value, tuple_value=tuple(value)))
     if isinstance(value, (tuple, list)):
         return type(value)(_meta_value(v, f"{name}[{i}]", False) for i, v in enumerate(value))
     if isinstance(value, dict):
@@ -533,13 +539,14 @@ def trace_module(module: nn.Module, *inputs, **kwargs) -> tuple[Row, ...]:
     backward hooks do not run (they were written for real tensors: a hook saving activations keeps them).
     """
     if not isinstance(module, nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        raise TypeError(_("module must be a torch.nn.Module, got {type}").format(type=type(module).__name__))
     scripted = next((path for path, part in module.named_modules() if isinstance(part, torch.jit.ScriptModule)), None)
     if scripted is not None:
         which = f"module.{scripted}" if scripted else "module"
-        raise TypeError(f"{which} is a TorchScript module (torch.jit.script or torch.jit.trace): its compiled code "
-                        f"runs outside Python, where the meta-device trace cannot follow it. Trace the Python "
-                        f"nn.Module it was made from instead (the one you passed to torch.jit.script)")
+        raise TypeError(_("{which} is a TorchScript module (torch.jit.script or torch.jit.trace): its compiled code "
+                        "runs outside Python, where the meta-device trace cannot follow it. Trace the Python "
+                        "nn.Module it was made from instead (the one you passed to torch.jit.script)").format(
+                            which=which))
     args, kw = meta_inputs(*inputs, **kwargs)
     with _hooks_suspended(module):
         model = meta_copy(module)  # copied while the hooks are away: the copy has none
@@ -564,8 +571,9 @@ def _causal_flag_hint(module: nn.Module, kwargs: dict) -> str | None:
             continue
         flag = next((f for f in (name[:-len("mask")] + "is_causal", "is_causal") if f in accepted), None)
         if flag is not None and kwargs.get(flag) is not True:
-            return (f"If {name} is a causal (subsequent) mask, pass {flag}=True with it: PyTorch then trusts the "
-                    f"flag instead of reading the mask's values, which the meta device does not have")
+            return _("If {name} is a causal (subsequent) mask, pass {flag}=True with it: PyTorch then trusts the "
+                     "flag instead of reading the mask's values, which the meta device does not have").format(
+                         name=name, flag=flag)
     return None
 
 

@@ -125,7 +125,8 @@ def _as_numpy(matrix) -> np.ndarray:
     """A 2-D tensor or array as a float numpy array (a copy, so it can be edited)."""
     if isinstance(matrix, torch.Tensor):
         if matrix.dim() != 2:
-            raise ValueError(f"matrix must be 2-D to draw, got shape {list(matrix.shape)}; pick one head/sentence")
+            raise ValueError(_("matrix must be 2-D to draw, got shape {matrix_shape}; pick one head/sentence").format(
+                matrix_shape=list(matrix.shape)))
         return matrix.detach().float().cpu().numpy().copy()
     return np.array(matrix, dtype=float)
 
@@ -134,12 +135,14 @@ def _allowed(mask, shape: tuple[int, ...]) -> np.ndarray:
     """A mask (True = may attend) as a bool array of ``shape``, or a clear error."""
     allowed = mask.detach().cpu().numpy() if isinstance(mask, torch.Tensor) else np.asarray(mask)
     if allowed.dtype != bool:
-        raise TypeError(f"mask must be bool (True = may attend), got {allowed.dtype}; for a 0/1 mask use mask.bool()")
+        raise TypeError(_("mask must be bool (True = may attend), got {dtype}; for a 0/1 mask use mask.bool()").format(
+            dtype=allowed.dtype))
     try:
         return np.broadcast_to(allowed, shape)
     except ValueError:
-        raise ValueError(f"mask shape {list(allowed.shape)} does not fit the matrix {list(shape)}: "
-                         f"give one True/False per cell, [L_q, L_k]") from None
+        raise ValueError(_("mask shape {allowed_shape} does not fit the matrix {list_shape}: "
+                         "give one True/False per cell, [L_q, L_k]").format(
+                             allowed_shape=list(allowed.shape), list_shape=list(shape))) from None
 
 
 def _palette(count: int) -> np.ndarray:
@@ -448,7 +451,8 @@ def head_slices_figure(length: int, d_model: int, heads: int, tokens: Sequence[s
     """
     d_k = _check_split(length, d_model, heads)
     if tokens is not None and len(tokens) != length:
-        raise ValueError(f"{len(tokens)} tokens for length={length}: give one token per position")
+        raise ValueError(_("{len_tokens} tokens for length={length}: give one token per position").format(
+            len_tokens=len(tokens), length=length))
     right = torch.empty(length, d_model, dtype=torch.long)  # [L, D]: head of each feature, right split
     wrong = torch.empty(length, d_model, dtype=torch.long)  # [L, D]: the same, wrong split
     for h in range(heads):
@@ -535,7 +539,8 @@ def softmax_scale_figure(d_k: int, shown: int = 8, layout: str | None = "constra
     check_positive_int("shown", shown)
     numbers = softmax_saturation(d_k)
     if shown > numbers.queries:
-        raise ValueError(f"shown={shown} is more than the {numbers.queries} queries measured; show fewer")
+        raise ValueError(_("shown={shown} is more than the {queries} queries measured; show fewer").format(
+            shown=shown, queries=numbers.queries))
     fig = Figure(figsize=(8, 2.9), layout=layout)
     panels = fig.subplots(1, 2)
     key_names = [f"k{j}" for j in range(numbers.keys)]
@@ -649,7 +654,8 @@ def running_softmax(scores: torch.Tensor, block_k: int) -> list[tuple[int, float
     """One row's scores [L_k] taken block by block with ``flash.online_softmax_step``: (keys seen, m, l) after each."""
     if not isinstance(scores, torch.Tensor) or scores.dim() != 1 or not scores.is_floating_point():
         got = list(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
-        raise ValueError(f"scores must be one row of float scores [L_k], got {got}; pick a row, e.g. scores[0, 0, 0]")
+        raise ValueError(_("scores must be one row of float scores [L_k], got {got}; pick a row, e.g. scores[0, 0, 0]")
+            .format(got=got))
     check_positive_int("block_k", block_k)
     m = torch.tensor(torch.finfo(scores.dtype).min, dtype=scores.dtype)  # []: one row
     total, acc = torch.zeros((), dtype=scores.dtype), torch.zeros(1, dtype=scores.dtype)  # l [], acc [1]
@@ -704,7 +710,7 @@ def block_gaps_figure(gaps: dict[str, float], title: str = "", tolerance: float 
     """One bar per block, in the order the blocks finish: the largest gap between two models' outputs (log scale).
     Blocks within ``tolerance`` are green, the others red; a gap of exactly 0 shows as a short green bar."""
     if not gaps:
-        raise ValueError("gaps is empty: pass what wt.block_gaps(reference, other, *inputs) returns")
+        raise ValueError(_("gaps is empty: pass what wt.block_gaps(reference, other, *inputs) returns"))
     names, values = list(gaps), [float(v) for v in gaps.values()]
     floor = 1e-9
     top = max([v for v in values if math.isfinite(v)] + [1.0]) * 10
