@@ -629,8 +629,8 @@ def side_by_side(package: Callable, yours: Callable) -> SideBySide:
         try:
             inspect.getsource(fn)
         except (OSError, TypeError) as err:
-            raise ValueError(_("{name}: no source to show for {getattr_fn___qualname___fn!r} ({err}); "
+            raise ValueError(_("{name}: no source to show for {function!r} ({err}); "
                              "pass a function defined in a file or a notebook cell").format(
-                                 name=name, getattr_fn___qualname___fn=getattr(fn, '__qualname__', fn),
+                                 name=name, function=getattr(fn, '__qualname__', fn),
                                  err=err)) from None
     return SideBySide(package, yours, (f"package: {package.__qualname__}", f"yours: {yours.__qualname__}"))

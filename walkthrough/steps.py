@@ -85,8 +85,8 @@ class _Table(dict):
     """Steps by id; an unknown id is a KeyError that lists the ids."""
 
     def __missing__(self, step_id):
-        raise KeyError(_("no step {step_id!r}; the steps are {join_self} (each one's label, dims and meaning: "
-                       "wt.STEPS[id])").format(step_id=step_id, join_self=', '.join(self)))
+        raise KeyError(_("no step {step_id!r}; the steps are {steps} (each one's label, dims and meaning: "
+                       "wt.STEPS[id])").format(step_id=step_id, steps=', '.join(self)))
 
 
 STEPS: dict[str, Step] = _Table((s.id, s) for s in _TABLE)
@@ -113,8 +113,8 @@ class StepRows(dict):
             step(name)  # neither a step of the table nor an op in these rows: say which steps exist
         label = name if known is None else known.label
         paths = sorted({k[0] for k in self if k[1] == label})
-        raise KeyError(_("{label!r} was not traced in {where!r}; it was traced in: {paths_or_no_module}").format(
-            label=label, where=where, paths_or_no_module=paths or 'no module'))
+        raise KeyError(_("{label!r} was not traced in {where!r}; it was traced in: {paths}").format(
+            label=label, where=where, paths=paths or 'no module'))
 
     def get(self, key, default=None):
         try:
