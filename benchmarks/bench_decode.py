@@ -14,8 +14,12 @@ paths decode every one of the N new tokens; the script checks that they return t
    last (target >= 4x).
 4. Beam search (beam 4) with vs without the cache: 8 sentences x 4 beams = 32 rows in the batch dim, the
    cache reordered by the surviving beams each step; both must return the same beams (``--beam-tokens``).
+5. A GPT (the same sizes, 2 K/V heads, rotary positions) continuing 32 prompts of random lengths 1..32 by
+   ``--gpt-tokens``: one left-padded batch vs one prompt at a time vs one batch per prompt length (what a
+   generate without left padding needs); the script counts the rows whose tokens equal their prompt's alone.
 
     .venv/bin/python benchmarks/bench_decode.py [--rounds 2] [--lengths 16 64] [--threads 2] [--beam-tokens 32]
+                                                [--gpt-tokens 16]
 """
 
 import argparse
@@ -86,6 +90,41 @@ def beam_seconds(model, src, new_tokens: int, use_cache: bool, rounds: int) -> t
     return statistics.median(samples), beams
 
 
+def prompt_batches(model: wt.GPT, prompts: list[list[int]], new_tokens: int, rounds: int) -> None:
+    """Print the three ways to continue prompts of different lengths, timed (median of ``rounds``; the sections
+    before warmed the process up)."""
+    by_length = {}
+    for i, prompt in enumerate(prompts):
+        by_length.setdefault(len(prompt), []).append(i)
+
+    def left_padded():
+        return wt.greedy_generate(model, wt.left_pad(prompts), new_tokens, EOS)  # [32, L_max + N]
+
+    def one_at_a_time():
+        return [wt.greedy_generate(model, torch.tensor([p]), new_tokens, EOS)[0] for p in prompts]
+
+    def per_length():
+        return [wt.greedy_generate(model, torch.tensor([prompts[i] for i in rows]), new_tokens, EOS)
+                for rows in by_length.values()]
+
+    times, outputs = {}, {}
+    for name, run in (("one left-padded batch", left_padded), ("one prompt at a time", one_at_a_time),
+                      (f"a batch per length ({len(by_length)})", per_length)):
+        samples = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            outputs[name] = run()
+            samples.append(time.perf_counter() - start)
+        times[name] = statistics.median(samples)
+    batched, width = outputs["one left-padded batch"], max(len(p) for p in prompts)
+    same = sum(torch.equal(row[width - len(p):], alone)
+               for p, row, alone in zip(prompts, batched, outputs["one prompt at a time"]))
+    fastest = times["one left-padded batch"]
+    for name, t in times.items():
+        print(f"  {name:24} {t:7.2f} s  ({t / fastest:4.1f}x the left-padded batch)")
+    print(f"  {same} of {len(prompts)} rows give exactly the tokens of their prompt alone")
+
+
 def interpolated(samples: dict[int, float], t: int) -> float:
     """A step time at step t from the measured steps around it (linear in between)."""
     known = sorted(samples)
@@ -102,11 +141,12 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[16, 64], help="whole decodes to time")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--beam-tokens", type=int, default=32, help="new tokens of the beam search timed")
+    parser.add_argument("--gpt-tokens", type=int, default=16, help="new tokens per prompt of the GPT timed")
     args = parser.parse_args()
     if args.rounds < 1 or args.threads < 1 or min(args.lengths) < 1 or max(args.lengths) > 256:
         parser.error("--rounds and --threads must be at least 1, --lengths between 1 and 256")
-    if not 1 <= args.beam_tokens <= 256:
-        parser.error("--beam-tokens must be between 1 and 256")
+    if not 1 <= args.beam_tokens <= 256 or not 1 <= args.gpt_tokens <= 256:
+        parser.error("--beam-tokens and --gpt-tokens must be between 1 and 256")
     torch.set_num_threads(args.threads)
     model = source_sized_model()
     src = torch.randint(4, 30000, (32, 10))  # [B, L_src]
@@ -169,6 +209,16 @@ def main() -> None:
         raise SystemExit("beam search with and without the cache returned different beams: a bug, not a timing")
     print(f"  cached {beam_times[True]:7.2f} s, recomputing {beam_times[False]:8.2f} s, ratio "
           f"{beam_times[False] / beam_times[True]:5.1f}x (same beams; the cache reordered by index_select each step)")
+    print(f"\nGPT, 32 prompts of random lengths 1..32, {args.gpt_tokens} new tokens each (median of "
+          f"{args.rounds}):")
+    torch.manual_seed(0)
+    gpt = wt.GPT(wt.GPTConfig(vocab_size=30000, d_model=512, num_heads=8, num_kv_heads=2, d_ff=2048, num_layers=6,
+                              max_len=512, dropout=0.0)).eval()
+    with torch.no_grad():
+        gpt.output_head.proj.bias[EOS] = -1e4  # every prompt runs all its tokens
+    lengths = torch.randint(1, 33, (32,), generator=torch.Generator().manual_seed(0))  # some lengths repeat
+    prompts = [torch.randint(4, 30000, (int(n),)).tolist() for n in lengths]
+    prompt_batches(gpt, prompts, args.gpt_tokens, args.rounds)
     if 64 in ratios:
         verdict = "meets" if ratios[64] >= TARGET else "misses"
         print(f"ratio cached vs recomputing at 64 tokens: {ratios[64]:.1f}x ({verdict} the target {TARGET:.0f}x)")
