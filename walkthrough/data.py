@@ -30,7 +30,8 @@ class Vocab:
         """Tokens -> ids; an unknown token becomes <unk>, with a warning naming it."""
         unknown = sorted({t for t in tokens if t not in self.stoi})
         if unknown:
-            warnings.warn(f"not in the vocabulary, read as {UNK}: {' '.join(unknown)}", stacklevel=2)
+            warnings.warn(_("not in the vocabulary, read as {unk}: {tokens}").format(unk=UNK, tokens=" ".join(unknown)),
+                          stacklevel=2)
         return [self.stoi.get(t, self.unk_id) for t in tokens]
 
     def decode(self, ids: Iterable[int]) -> list[str]:

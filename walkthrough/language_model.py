@@ -27,7 +27,7 @@ from .config import GPTConfig
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
 from .decoding import greedy_generate
 from .gpt import GPT
-from .i18n import _
+from .i18n import N_, _
 from .loss import sequence_loss
 from .train import TrainSettings, check_texts, held_out_pairs
 from .training import TrainingLoop, check_threads, torch_threads
@@ -117,7 +117,7 @@ class GPTTrainer(TrainingLoop):
         torch.manual_seed(settings.seed)
         model = GPT(settings.config(len(self.vocab)))
         super().__init__(model, self.batch, self.loss, steps=settings.steps, warmup=settings.warmup,
-                         peak_lr=settings.peak_lr, score=self.score, score_name="held-out exact match",
+                         peak_lr=settings.peak_lr, score=self.score, score_name=N_("held-out exact match"),
                          threads=threads)
 
     def batch(self, step: int) -> LMBatch:

@@ -614,7 +614,8 @@ class SideBySide:
 
     def _repr_html_(self) -> str:
         cells = "".join(
-            f"<div style='flex:1;min-width:0'><b>{html.escape(title)}</b> ({source.count(chr(10)) + 1} lines)"
+            f"<div style='flex:1;min-width:0'><b>{html.escape(title)}</b> "
+            + _("({count} lines)").format(count=source.count(chr(10)) + 1) +
             f"<pre style='max-height:440px;overflow:auto;font-size:12px;line-height:1.35;margin:4px 0'>"
             f"{html.escape(source)}</pre></div>" for title, source in self.columns)
         return f"<div style='display:flex;gap:16px'>{cells}</div>"
@@ -633,4 +634,5 @@ def side_by_side(package: Callable, yours: Callable) -> SideBySide:
                              "pass a function defined in a file or a notebook cell").format(
                                  name=name, function=getattr(fn, '__qualname__', fn),
                                  err=err)) from None
-    return SideBySide(package, yours, (f"package: {package.__qualname__}", f"yours: {yours.__qualname__}"))
+    return SideBySide(package, yours, (_("package: {name}").format(name=package.__qualname__),
+                                       _("yours: {name}").format(name=yours.__qualname__)))

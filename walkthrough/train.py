@@ -24,7 +24,7 @@ from .checkpoints import (
 from .config import ModelConfig, check_positive_int
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
 from .decoding import greedy_decode
-from .i18n import _
+from .i18n import N_, _
 from .loss import sequence_loss
 from .model import Transformer
 from .training import (
@@ -107,7 +107,7 @@ class Trainer(TrainingLoop):
         self.pairs = pairs
         if pairs is None:
             self.src_vocab, self.tgt_vocab = numeral_vocabs()
-            score_name = "held-out exact match"
+            score_name = N_("held-out exact match")
         else:
             if not pairs or not all(isinstance(p, (tuple, list)) and len(p) == 2 and all(isinstance(s, str) for s in p)
                                     for p in pairs):
@@ -115,7 +115,7 @@ class Trainer(TrainingLoop):
                                  "e.g. [('早上好', 'good morning')]"))
             self.src_vocab = Vocab(t for zh, _ in pairs for t in chinese_tokens(zh))
             self.tgt_vocab = Vocab(t for _, en in pairs for t in english_tokens(en))
-            score_name = "exact match on its phrases"
+            score_name = N_("exact match on its phrases")
         torch.manual_seed(settings.seed)
         model = Transformer(task_config(settings, self.src_vocab, self.tgt_vocab, dropout))
         super().__init__(model, self.batch, self.loss, steps=settings.steps, warmup=settings.warmup,

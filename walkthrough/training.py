@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from .config import check_positive_int
 from .data import Vocab, chinese_tokens, english_tokens, pad_batch
-from .i18n import _
+from .i18n import N_, _
 
 WARMUP_SHARE = 0.15  # the warm-up's default share of the steps
 
@@ -138,17 +138,17 @@ class RunReport:
     stopped_by: str  # "steps", "time budget" or "schedule end"
     losses: list[float] = field(repr=False)
     score: float | None = None
-    score_name: str = "score"
+    score_name: str = N_("score")  # shown through _: mark a new name N_ where it is given
 
     def __str__(self) -> str:
-        why = {"steps": "the steps asked for are done", "time budget": "the time budget ran out",
-               "schedule end": "the schedule is complete"}[self.stopped_by]
-        text = (f"trained steps {self.start_step} → {self.end_step} of {self.total_steps} "
-                f"in {self.seconds:.1f} s ({why})")
+        why = {"steps": _("the steps asked for are done"), "time budget": _("the time budget ran out"),
+               "schedule end": _("the schedule is complete")}[self.stopped_by]
+        text = _("trained steps {start} → {end} of {total} in {seconds:.1f} s ({why})").format(
+            start=self.start_step, end=self.end_step, total=self.total_steps, seconds=self.seconds, why=why)
         if self.losses:
-            text += f"; last loss {self.losses[-1]:.3f}"
+            text += _("; last loss {loss:.3f}").format(loss=self.losses[-1])
         if self.score is not None:
-            text += f"; {self.score_name} {self.score:.3f}"
+            text += f"; {_(self.score_name)} {self.score:.3f}"
         return text
 
 
@@ -244,7 +244,7 @@ class TrainingLoop:
         stopped_by = "schedule end" if goal == self.total_steps else "steps"
         self.model.train()
         with torch_threads(self.threads), \
-                tqdm(total=goal - self.step, desc="training", disable=not progress, leave=True) as bar:
+                tqdm(total=goal - self.step, desc=_("training"), disable=not progress, leave=True) as bar:
             while self.step < goal:
                 self._one_step()
                 bar.update()

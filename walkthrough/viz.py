@@ -32,7 +32,7 @@ from matplotlib.ticker import FixedLocator
 from .config import ModelConfig, check_positive_int
 from .embedding import sinusoidal_table
 from .flash import flash_tiles, online_softmax_step
-from .i18n import N_, _
+from .i18n import N_, _, ljust
 
 _SYSTEM_CJK_FONTS = ("Noto Sans CJK SC", "WenQuanYi Micro Hei", "Microsoft YaHei", "SimHei", "PingFang SC",
                      "Heiti SC", "Source Han Sans SC")
@@ -63,8 +63,8 @@ def use_cjk_font() -> str | None:
     installed = {f.name for f in font_manager.fontManager.ttflist}
     name = next((n for n in _SYSTEM_CJK_FONTS if n in installed), None)
     if name is None:
-        warnings.warn("no Chinese font found, so Chinese labels will show as boxes: "
-                      "pip install mplfonts (or install fonts-noto-cjk)", stacklevel=2)
+        warnings.warn(_("no Chinese font found, so Chinese labels will show as boxes: "
+                        "pip install mplfonts (or install fonts-noto-cjk)"), stacklevel=2)
     return name
 
 
@@ -505,11 +505,13 @@ class Saturation:
     weights_scaled: torch.Tensor
 
     def __repr__(self) -> str:
-        lines = [f"d_k = {self.d_k}: {self.queries} random queries, each over {self.keys} keys",
+        one_hot = _("rows near one-hot (> {threshold})").format(threshold=NEAR_ONE_HOT)
+        lines = [_("d_k = {d_k}: {queries} random queries, each over {keys} keys").format(
+                     d_k=self.d_k, queries=self.queries, keys=self.keys),
                  f"{'':32}{'q·k':>10}{'q·k / √d_k':>14}",
-                 f"{'score std':32}{self.std_unscaled:10.2f}{self.std_scaled:14.2f}",
-                 f"{'largest weight per row (mean)':32}{self.top_unscaled:10.2f}{self.top_scaled:14.2f}",
-                 f"{f'rows near one-hot (> {NEAR_ONE_HOT})':32}{self.one_hot_unscaled:10d}{self.one_hot_scaled:14d}"]
+                 f"{ljust(_('score std'), 32)}{self.std_unscaled:10.2f}{self.std_scaled:14.2f}",
+                 f"{ljust(_('largest weight per row (mean)'), 32)}{self.top_unscaled:10.2f}{self.top_scaled:14.2f}",
+                 f"{ljust(one_hot, 32)}{self.one_hot_unscaled:10d}{self.one_hot_scaled:14d}"]
         return "\n".join(lines)
 
 
