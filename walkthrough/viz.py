@@ -505,13 +505,14 @@ class Saturation:
     weights_scaled: torch.Tensor
 
     def __repr__(self) -> str:
-        one_hot = _("rows near one-hot (> {threshold})").format(threshold=NEAR_ONE_HOT)
+        std, top = ljust(_("score std"), 32), ljust(_("largest weight per row (mean)"), 32)
+        one_hot = ljust(_("rows near one-hot (> {threshold})").format(threshold=NEAR_ONE_HOT), 32)
         lines = [_("d_k = {d_k}: {queries} random queries, each over {keys} keys").format(
                      d_k=self.d_k, queries=self.queries, keys=self.keys),
                  f"{'':32}{'q·k':>10}{'q·k / √d_k':>14}",
-                 f"{ljust(_('score std'), 32)}{self.std_unscaled:10.2f}{self.std_scaled:14.2f}",
-                 f"{ljust(_('largest weight per row (mean)'), 32)}{self.top_unscaled:10.2f}{self.top_scaled:14.2f}",
-                 f"{ljust(one_hot, 32)}{self.one_hot_unscaled:10d}{self.one_hot_scaled:14d}"]
+                 f"{std}{self.std_unscaled:10.2f}{self.std_scaled:14.2f}",
+                 f"{top}{self.top_unscaled:10.2f}{self.top_scaled:14.2f}",
+                 f"{one_hot}{self.one_hot_unscaled:10d}{self.one_hot_scaled:14d}"]
         return "\n".join(lines)
 
 
