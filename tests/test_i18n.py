@@ -5,6 +5,7 @@ The catalog is checked against the source itself (Babel extracts every ``_("..."
 meets is checked in Chinese: a shape table, an explorer, quiz and exercise feedback, a figure, an error.
 """
 
+import ast
 import html
 import io
 import re
@@ -63,6 +64,26 @@ def test_every_message_in_the_source_has_chinese_and_the_catalog_has_no_lost_mes
     assert not missing, f"messages with no catalog entry (run `make messages`, then translate): {missing[:10]}"
     assert not untranslated, f"messages without a (non-fuzzy) Chinese translation: {untranslated[:10]}"
     assert not lost, f"catalog entries the source no longer has (run `make messages`): {lost[:10]}"
+
+
+def test_every_marked_message_is_one_babel_extracts():
+    """A literal in _() inside an f-string is invisible to Babel (it would stay English in every language), and an
+    f-string in _() is a different message each time: both are found in the source itself."""
+    in_source = extracted_ids()
+    hidden, formatted = [], []
+    for path in [*sorted((ROOT / "walkthrough").glob("*.py")), ROOT / "tools" / "shape_sheet.py"]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("_", "N_")
+                    and node.args):
+                continue
+            message = node.args[0]
+            where = f"{path.name}:{node.lineno}"
+            if isinstance(message, ast.JoinedStr):
+                formatted.append(where)
+            elif isinstance(message, ast.Constant) and message.value not in in_source:
+                hidden.append(f"{where} {message.value!r}")
+    assert not formatted, f"an f-string inside _(): write _('... {{name}} ...').format(name=...): {formatted}"
+    assert not hidden, f"messages Babel does not extract (a _() inside an f-string? move it out): {hidden}"
 
 
 def test_the_committed_mo_is_the_compiled_po():
