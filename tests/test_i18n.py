@@ -8,8 +8,11 @@ meets is checked in Chinese: a shape table, an explorer, quiz and exercise feedb
 import ast
 import html
 import io
+import os
 import re
 import string
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -168,6 +171,16 @@ def test_an_error_a_notebook_can_trigger_is_chinese_and_english_after_switching_
     wt.set_language("en")
     with pytest.raises(ValueError, match="is longer than max_len"):
         wt.trace_shapes(wt.ModelConfig(max_len=16), src_len=20)
+
+
+def test_a_process_the_package_starts_inherits_the_language():
+    """torchrun's processes (wt.distributed.launch) print in the notebook's language: they read it from the
+    environment the launch passes on."""
+    code = "import walkthrough as wt; print(wt.get_language(), wt.check_shape_answer('[2]', (3,))[1])"
+    for language, word in (("zh", "第 0 维"), ("en", "Dim 0")):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env=os.environ | {i18n.ENVIRONMENT: language})
+        assert done.stdout.startswith(language) and word in done.stdout, done.stdout
 
 
 def test_a_language_the_package_does_not_speak_is_a_clear_error():

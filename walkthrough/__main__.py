@@ -9,6 +9,7 @@ import sys
 import torch
 
 from .config import ModelConfig
+from .i18n import _
 from .trace import SOURCE_SIZES, format_table, summarise, trace_shapes
 from .train import MAX_BATCH_SIZE, MAX_HELD_OUT, TrainSettings
 
@@ -68,11 +69,12 @@ def _train(args) -> None:
             report = train_data_parallel(trainer, pad_id=Vocab.pad_id, report=args.report)
         if rank != 0:  # rank 0 alone prints, saves and scores: every rank holds the same weights
             return
-        print(f"{report} on {world_size} processes (DDP, gloo), {args.batch_size // world_size} sentences each",
-              file=sys.stderr)
+        print(_("{report} on {world_size} processes (DDP, gloo), {sentences} sentences each").format(
+            report=report, world_size=world_size, sentences=args.batch_size // world_size), file=sys.stderr)
     if args.save is not None:
         save(trainer, args.save)
-    print(f"held-out exact-match accuracy: {trainer.accuracy(pairs):.2f} ({len(pairs)} examples)")
+    print(_("held-out exact-match accuracy: {accuracy:.2f} ({count} examples)").format(
+        accuracy=trainer.accuracy(pairs), count=len(pairs)))
 
 
 def _positive_int(text: str, most: int | None = None, why: str = "") -> int:

@@ -29,7 +29,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.nn.parallel import DistributedDataParallel
 
 from .config import check_positive_int
-from .i18n import _
+from .i18n import ENVIRONMENT, _, get_language
 from .training import RunReport, TrainingLoop
 
 
@@ -225,7 +225,8 @@ def torchrun(train_args: list[str], nproc: int = 2, port: int | None = None,
     check_port_free(port)
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={nproc}",
                "--master-addr=127.0.0.1", f"--master-port={port}", "-m", "walkthrough", "train", *train_args]
-    done = subprocess.run(command, capture_output=True, text=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    done = subprocess.run(command, capture_output=True, text=True,  # the processes speak the notebook's language
+                          env=os.environ | {"OMP_NUM_THREADS": "1", ENVIRONMENT: get_language()})
     if check and done.returncode != 0:
         errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
         raise RuntimeError(_("torchrun failed (exit {returncode}): ").format(returncode=done.returncode)

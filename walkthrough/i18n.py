@@ -2,16 +2,19 @@
 
 Catalogs are gettext's (``walkthrough/locale/<lang>/LC_MESSAGES/walkthrough.po``, compiled to ``.mo``),
 extracted and compiled with Babel. A notebook chooses its language once, in its set-up cell:
-``wt.set_language("zh")``; the English notebooks say ``"en"``.
+``wt.set_language("zh")``; the English notebooks say ``"en"``. A process the package starts (torchrun's, in
+``distributed.launch``) inherits the language through the environment variable ``WALKTHROUGH_LANGUAGE``.
 """
 
 import gettext
+import os
 import unicodedata
 from pathlib import Path
 
 LANGUAGES = ("en", "zh")
 LOCALE_DIR = Path(__file__).parent / "locale"
 DOMAIN = "walkthrough"
+ENVIRONMENT = "WALKTHROUGH_LANGUAGE"  # the language a child process starts in
 
 _translation: gettext.NullTranslations = gettext.NullTranslations()
 _language = "en"
@@ -62,3 +65,7 @@ def _(message: str) -> str:
 def N_(message: str) -> str:
     """Marks a message for extraction where it is defined; it is translated by ``_`` where it is shown."""
     return message
+
+
+if os.environ.get(ENVIRONMENT) in LANGUAGES:
+    set_language(os.environ[ENVIRONMENT])
