@@ -178,7 +178,7 @@ def check_tensor(result, expected: torch.Tensor, dims: str, mistakes: dict[str, 
     result = real_tensor(result, what)
     for hint, wrong in (mistakes or {}).items():
         if same(result, wrong) and not same(wrong, expected):  # a "mistake" that happens to be right is none
-            raise Wrong(f"{what}: {_(hint)}")
+            raise Wrong(_("{what}: {hint}").format(what=what, hint=_(hint)))
     if result.shape != expected.shape:
         if expected.dim() == 0:
             raise Wrong(_("{what} should be one number (shape []), but has shape {shape}.").format(

@@ -99,8 +99,8 @@ class Question:
         """'[32, 8, 10, 64] = [B, H, L, d_k]: B = 32 sentences, H = 8 heads, ...'."""
         text = str(list(self.shape))
         if any(self.names):
-            text += f" = [{', '.join(name or '?' for name in self.names)}]: "
-            text += ", ".join(self.describe(dim) for dim in range(len(self.shape)))
+            text += f" = [{', '.join(name or '?' for name in self.names)}]" + _(": ")
+            text += _(", ").join(self.describe(dim) for dim in range(len(self.shape)))
         return text
 
     def what_is_wrong(self, answer: tuple[int, ...], wrote: str = N_("you wrote")) -> str:
