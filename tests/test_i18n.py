@@ -89,6 +89,15 @@ def test_every_marked_message_is_one_babel_extracts():
     assert not hidden, f"messages Babel does not extract (a _() inside an f-string? move it out): {hidden}"
 
 
+def test_make_messages_extracts_updates_and_compiles_the_catalog():
+    dry = subprocess.run(["make", "-n", "-o", "setup", "messages"], cwd=ROOT, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    steps = [line for line in dry.stdout.splitlines() if "pybabel" in line]
+    assert [next(w for w in ("extract", "update", "compile") if w in line) for line in steps] == \
+        ["extract", "update", "compile"]
+    assert "-F babel.cfg" in dry.stdout and "tools/shape_sheet.py" in dry.stdout and "-l zh" in dry.stdout
+
+
 def test_the_committed_mo_is_the_compiled_po():
     compiled = io.BytesIO()
     write_mo(compiled, read_catalog())
