@@ -284,15 +284,15 @@ def pe_figure(length: int, d_model: int, layout: str | None = "constrained") -> 
 
 
 @_cjk
-def curve_figure(series: dict[str, Sequence[float]], xlabel: str = "step", title: str = "",
+def curve_figure(series: dict[str, Sequence[float]], xlabel: str = N_("step"), title: str = "",
                  logy: bool = False) -> Figure:
     """One line per named series (loss, learning rate, ...), each in its own panel, named on its y-axis."""
     fig = Figure(figsize=(5 * len(series), 3.2), layout="constrained")
     for ax, (name, values) in zip(fig.subplots(1, len(series), squeeze=False).flat, series.items()):
         ax.plot(list(values))
-        ax.set_title(name)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(name)
+        ax.set_title(_(name))
+        ax.set_xlabel(_(xlabel))
+        ax.set_ylabel(_(name))
         if logy:
             ax.set_yscale("log")
     if title:
@@ -320,7 +320,7 @@ def lines_figure(x: Sequence[float], series: dict[str, Sequence[float]], xlabel:
 
 @_cjk
 def bar_figure(labels: Sequence[str], values: Sequence[float], title: str = "", ax=None,
-               xlabel: str = "probability", ylabel: str = "token"):
+               xlabel: str = N_("probability"), ylabel: str = N_("token")):
     """Horizontal bars, largest on top: the top candidates of one decoding step."""
     if ax is None:
         fig = Figure(figsize=(4, 0.35 * len(labels) + 1.3), layout="constrained")
@@ -328,8 +328,8 @@ def bar_figure(labels: Sequence[str], values: Sequence[float], title: str = "", 
     ax.barh(list(labels)[::-1], list(values)[::-1])
     ax.set_title(title, fontsize=9)
     ax.set_xlim(0, 1)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set_xlabel(_(xlabel))
+    ax.set_ylabel(_(ylabel))
     return ax.figure
 
 
@@ -802,7 +802,7 @@ def memory_bars_figure(parts: dict[str, float], title: str = "", layout: str | N
     names = sorted(parts, key=parts.get)
     fig = Figure(figsize=(9, 0.3 * len(parts) + 1.0), layout=layout)
     ax = fig.add_subplot()
-    bars = ax.barh(names, [parts[n] / 1e6 for n in names], color="C0")
+    bars = ax.barh([_(n) for n in names], [parts[n] / 1e6 for n in names], color="C0")  # memory's terms, shown
     ax.bar_label(bars, [f"{parts[n] / 1e6:,.1f}" for n in names], padding=3, fontsize=PROJECTOR_TEXT)
     ax.set_xscale("log")
     ax.set_xlabel(_("MB (log scale)"), fontsize=PROJECTOR_TEXT)
