@@ -13,6 +13,7 @@ import re
 import string
 import subprocess
 import sys
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -108,6 +109,15 @@ def fields(text: str) -> Counter:
     """The placeholders of a str.format text, with their conversion and format spec: {name!r}, {count:,}."""
     return Counter((name, conversion, spec) for _, name, spec, conversion in string.Formatter().parse(text)
                    if name is not None)
+
+
+def test_the_wheel_ships_the_compiled_catalog(tmp_path):
+    """An installed package (pip install ., Binder, a hub) finds its Chinese: the .mo is package data."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("walkthrough-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read("walkthrough/locale/zh/LC_MESSAGES/walkthrough.mo") == MO.read_bytes()
 
 
 def test_every_translation_keeps_the_placeholders_of_its_english():
