@@ -28,6 +28,9 @@ from playwright.sync_api import sync_playwright
 
 from walkthrough import viz
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import install_lab_settings  # from tools/, which is not a package
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(p.name for p in NOTEBOOK_DIR.glob("*.ipynb"))
@@ -54,6 +57,17 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server on 127.0.0.1 serving a copy of the notebooks; yields its base URL."""
+    yield from serve_lab(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def lab_zh(tmp_path_factory):
+    """The same, with JupyterLab's own interface in Chinese, as `make lab-zh` sets it (its settings folder says
+    zh_CN; the zh-CN language pack is installed by `make setup`)."""
+    yield from serve_lab(tmp_path_factory, locale="zh_CN")
+
+
+def serve_lab(tmp_path_factory, locale: str | None = None):
     if not Path(CHROMIUM).exists():
         pytest.fail(f"no Chromium at {CHROMIUM}: `make test` installs Debian's chromium when run as root; "
                     f"otherwise install it or set WALKTHROUGH_CHROMIUM to its path")
@@ -63,6 +77,8 @@ def lab(tmp_path_factory):
         if (ROOT / folder).is_dir():
             shutil.copytree(ROOT / folder, root / folder)
     (root / "settings").mkdir()  # no user settings: the environment's shipped defaults apply
+    if locale:
+        install_lab_settings.write_locale(root / "settings", locale)
     port = free_port()
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(root / "workspaces"), "JUPYTER_CONFIG_DIR": str(root / "config")}
@@ -106,13 +122,15 @@ def browser_context(tmp_path_factory):
 
 
 class Notebook:
-    """One notebook open in JupyterLab, with the few actions a student or a teacher takes."""
+    """One notebook open in JupyterLab, with the few actions a student or a teacher takes. ``words``: the interface's
+    words (menu names, the kernel's "Idle") in its language, for the English ones."""
 
-    def __init__(self, context, url: str, name: str, shots: Path):
+    def __init__(self, context, url: str, name: str, shots: Path, words: dict | None = None):
         self.page = context.new_page()
         self.url = url
         self.name = name
         self.shots = shots
+        self.words = words or {}
         self.open()
 
     def open(self) -> None:
@@ -141,10 +159,11 @@ class Notebook:
 
     def wait_idle(self) -> None:
         self.page.wait_for_function(
-            "() => /Idle/.test(document.querySelector('#jp-main-statusbar')?.textContent || '')")
+            "idle => (document.querySelector('#jp-main-statusbar')?.textContent || '').includes(idle)",
+            arg=self.words.get("Idle", "Idle"))
 
     def menu(self, menu: str, command: str) -> None:
-        self.page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=menu).click()
+        self.page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=self.words.get(menu, menu)).click()
         self.page.locator(f'.lm-Menu-item[data-command="{command}"]').click()
 
     def run_all(self) -> None:
@@ -222,18 +241,30 @@ ACTIVE_CELL = ("() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-m
                ".findIndex(cell => cell.classList.contains('jp-mod-active'))")
 
 
-@pytest.fixture
-def open_notebook(lab, browser_context, tmp_path):
+def notebooks_opened(url: str, browser_context, tmp_path, words: dict | None = None):
     opened = []
 
     def _open(name):
-        notebook = Notebook(browser_context, lab, name, tmp_path)
+        notebook = Notebook(browser_context, url, name, tmp_path, words)
         opened.append(notebook)
         return notebook
     yield _open
     for notebook in opened:
         notebook.stop_deck()  # Deck mode is remembered in the settings: leave it off for the next test
         notebook.page.close()
+
+
+@pytest.fixture
+def open_notebook(lab, browser_context, tmp_path):
+    yield from notebooks_opened(lab, browser_context, tmp_path)
+
+
+CHINESE_UI = {"File": "文件", "Edit": "编辑", "Run": "运行", "Idle": "空闲"}  # the zh-CN language pack's words
+
+
+@pytest.fixture
+def open_notebook_zh(lab_zh, browser_context, tmp_path):
+    yield from notebooks_opened(lab_zh, browser_context, tmp_path, CHINESE_UI)
 
 
 def figure_text_sizes(notebook) -> list[dict]:
@@ -533,3 +564,57 @@ def test_static_site_draws_chinese_with_its_own_font(browser_context, tmp_path):
         assert condition, f"_site/zh/00_overview.html: {message}"
     check_zh(title.startswith("00 · "), f"the Chinese page's title is {title!r}")
     check_chinese_glyphs(drawn, check_zh)
+
+
+HEADING_GLYPHS = """async selector => {
+    const canvas = document.createElement('canvas');
+    canvas.width = canvas.height = 64;
+    const context = canvas.getContext('2d', {willReadFrequently: true});
+    const draw = (font, text) => {
+        context.clearRect(0, 0, 64, 64);
+        context.font = font;
+        context.fillText(text, 4, 44);
+        return {width: context.measureText(text).width, pixels: context.getImageData(0, 0, 64, 64).data.join()};
+    };
+    const heading = [...document.querySelectorAll(selector)].find(h => h.offsetParent
+        && new Set(h.textContent.match(/[\\u4e00-\\u9fff]/g) || []).size >= 2);
+    if (!heading) return [];
+    const [first, second] = [...new Set(heading.textContent.match(/[\\u4e00-\\u9fff]/g))];
+    const font = getComputedStyle(heading).font;
+    await document.fonts.load(font, first + second);
+    const a = draw(font, first), b = draw(font, second);
+    const box = draw(font, '\\u0378'), otherBox = draw(font, '\\u0379');
+    return [{text: heading.textContent.trim().slice(0, 40), tag: heading.tagName, font, width: a.width,
+             boxWidth: box.width, inked: /[1-9]/.test(a.pixels), differ: a.pixels !== b.pixels,
+             notBoxes: a.pixels !== box.pixels && b.pixels !== box.pixels, boxesAlike: box.pixels === otherBox.pixels}];
+}"""
+CHINESE_EDITION = sorted(p.name for p in (NOTEBOOK_DIR / "zh").glob("00_*.ipynb"))
+
+
+@pytest.mark.parametrize("name", [f"zh/{n}" for n in CHINESE_EDITION])
+def test_chinese_edition_on_a_slide_in_a_chinese_jupyterlab(open_notebook_zh, name):
+    """The Chinese edition as `make lab-zh` opens it, at 1366x768: JupyterLab's menus in Chinese, the title slide's
+    Chinese heading drawn as glyphs (not boxes) in Deck mode, and on the explorer's slide the d_model slider
+    re-traces the shapes."""
+    notebook = open_notebook_zh(name)
+    menus = notebook.page.locator("#jp-MainMenu .lm-MenuBar-item").all_inner_texts()
+    notebook.check({"文件", "编辑", "运行"} <= {m.strip() for m in menus}, f"the menus are not in Chinese: {menus}")
+    notebook.run_all()
+    notebook.start_deck()
+    drawn = notebook.page.evaluate(HEADING_GLYPHS, ".jp-Deck .jp-deck-mod-visible .jp-RenderedMarkdown :is(h1, h2)")
+    notebook.check(len(drawn) == 1, "the title slide shows no Chinese heading")
+    check_chinese_glyphs(drawn, notebook.check)
+    last = deck_cells(name)[-1]
+    on_slide = notebook.page.locator(".jp-Deck .jp-deck-mod-visible .widget-slider",
+                                     has=notebook.page.locator("label", has_text="d_model"))
+    while not on_slide.count() and notebook.active_cell() != last:
+        notebook.press("PageDown")
+    notebook.check(on_slide.count() == 1, "no slide shows the d_model slider")
+    on_slide.wait_for()
+    box = on_slide.bounding_box()
+    notebook.check(0 <= box["y"] and box["y"] + box["height"] <= SCREEN["height"], "the slider is off the slide")
+    notebook.check("[32, 10, 512]" in notebook.explorer_output(), "the explorer does not show d_model = 512")
+    shown = notebook.set_slider("d_model", 256)
+    notebook.check("[32, 10, 256]" in shown and "[32, 10, 512]" not in shown,
+                   f"d_model = 256 did not re-trace the shapes on the slide: {shown[:300]}")
+    notebook.screenshot("-zh-slide")
