@@ -439,8 +439,9 @@ def flash_explorer() -> Explorer:
                           "one tile  {tile_bytes:,} B").format(
             computed=len(tiles), total=total, skipped=total - len(tiles), diagonal=diagonal,
             scores_kib=4 * heads * L_q * L_k / 1024, tile_bytes=4 * heads * min(block_q, L_q) * min(block_k, L_k)))
-        return (viz.tile_grid_figure(L_q, L_k, block_q, block_k, causal, layout=None, size=(3.9, 3.6)), summary,
-                viz.online_softmax_figure(row, block_k, layout=None, size=(5.4, 3.4)))
+        # 360 + 520 px, laid out whole: side by side under the summary within a 1366 px slide's output area
+        return (viz.tile_grid_figure(L_q, L_k, block_q, block_k, causal, size=(3.6, 3.3)), summary,
+                viz.online_softmax_figure(row, block_k, size=(5.2, 3.3)))
     causal = widgets.Checkbox(value=True, description="causal", indent=False,
                               layout=widgets.Layout(width=CONTROLS_WIDTH))
     return explorer([slider("L_q", 64, 1, 256), slider("L_k", 64, 1, 256), slider("block_q", 16, 1, 64),
