@@ -40,6 +40,7 @@ TOKEN = "walkthrough-browser-test"
 SCREEN = {"width": 1366, "height": 768}  # a classroom projector, a student's laptop
 # Ceilings, not expectations: a kernel on a loaded 2-core machine can take minutes. Run All has none at all.
 PATIENCE_MS = 600_000
+RUN_ALL_CEILING_MS = 3_600_000  # 07 trained for 5 minutes on a loaded machine: an hour means a cell that never ends
 CLASSROOM_CSS = ROOT / "jupyterlab-settings" / "classroom" / "static" / "classroom.css"
 DECK_KEY = "Alt+r"
 PRESENTING = "() => document.body.dataset.jpDeckMode === 'presenting'"
@@ -167,15 +168,16 @@ class Notebook:
         self.page.locator(f'.lm-Menu-item[data-command="{command}"]').click()
 
     def run_all(self) -> None:
-        """Clear, Run All, and wait until no cell is queued or running, however long that takes."""
+        """Clear, Run All, and wait until no cell is queued or running (up to an hour: a ceiling, so a cell that
+        never ends fails the test rather than hanging it)."""
         self.menu("Edit", "editmenu:clear-all")
         self.menu("Run", "runmenu:run-all")
         self.page.wait_for_function(
             "() => [...document.querySelectorAll('.jp-InputPrompt')].some(p => p.textContent.includes('[*]'))"
             " || document.querySelectorAll('.jp-OutputArea-output').length > 0")
-        self.page.wait_for_function(
-            "() => ![...document.querySelectorAll('.jp-InputPrompt')].some(p => p.textContent.includes('[*]'))",
-            timeout=0)
+        self.wait_until("() => ![...document.querySelectorAll('.jp-InputPrompt')]"
+                        ".some(p => p.textContent.includes('[*]'))",
+                        "Run All did not finish", ceiling_ms=RUN_ALL_CEILING_MS, polling=500)
         self.wait_idle()
 
     def text(self) -> str:
