@@ -49,7 +49,8 @@ BASE = ModelConfig.paper_base()  # the paper's base model, vocabularies of 30000
 SIZES = SOURCE_SIZES  # batch, src_len, tgt_len: the source articles' sizes, the traces' defaults
 FIGURE_DPI = viz.SCREEN_DPI  # explorer figures as every other figure: text of viz.MIN_FONT_PT reads at 12.5 px
 CONTROLS_WIDTH = "250px"
-TABLE_MAX_HEIGHT = "360px"  # a taller table scrolls in its box: the question, controls and answer stay on the slide
+# A taller table scrolls in its box: the question, controls and answer stay on the slide, two tables too (10's)
+TABLE_MAX_HEIGHT = "300px"
 
 
 def slider(name: str, value: int, low: int, high: int, step: int = 1) -> widgets.IntSlider:
