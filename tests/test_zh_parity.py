@@ -152,6 +152,14 @@ def test_a_changed_code_cell_fails(index, text, expected):
     assert any(expected in p for p in problems), problems
 
 
+def test_text_inside_an_f_string_field_is_text_and_its_expression_is_code():
+    english = notebook(*edited(ENGLISH_SMALL, 4, 'print(f"{\'one step\':>12} {x.shape[0]:>4}")'))
+    translated = notebook(*edited(CHINESE_SMALL, 4, 'print(f"{\'一步\':>12} {x.shape[0]:>4}")'))
+    changed = notebook(*edited(CHINESE_SMALL, 4, 'print(f"{\'一步\':>12} {x.shape[1]:>4}")'))
+    assert parity_problems(english, translated) == []
+    assert any("beyond strings" in p for p in parity_problems(english, changed))
+
+
 def test_a_reordered_or_missing_cell_fails():
     reordered = [CHINESE_SMALL[i] for i in (0, 1, 3, 2, 4, 5)]
     assert "cell sequence differs" in parity_problems(notebook(*ENGLISH_SMALL), notebook(*reordered))[0]

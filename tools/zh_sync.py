@@ -46,14 +46,23 @@ SET_LANGUAGE = re.compile(r"""(set_language\(\s*)(["'])(en|zh)\2(\s*\))""")
 
 # --- what a code cell is, string literals and comments aside ------------------------------------------------
 
+class _TextAside(ast.NodeTransformer):
+    """A string constant inside an f-string's field (``{'one step':30}``) is text, translated like any literal."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.Constant:
+        return ast.Constant("…") if isinstance(node.value, str) else node
+
+
 def _fstring_fields(literal: str) -> tuple[str, ...]:
-    """The expressions inside an f-string literal, sorted: a translation may reorder them, not change them."""
+    """The expressions inside an f-string literal, sorted: a translation may reorder them, not change them
+    (string constants inside them aside)."""
     try:
         tree = ast.parse(literal.strip(), mode="eval").body
     except SyntaxError:
         return ()
     parts = tree.values if isinstance(tree, ast.JoinedStr) else []
-    return tuple(sorted(ast.unparse(part.value) for part in parts if isinstance(part, ast.FormattedValue)))
+    return tuple(sorted(ast.unparse(_TextAside().visit(part.value)) for part in parts
+                        if isinstance(part, ast.FormattedValue)))
 
 
 def code_tokens(source: str) -> list[tuple]:
