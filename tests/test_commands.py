@@ -8,17 +8,14 @@ Three are not run here, for a reason each:
 - `make test` is the whole suite, this test included.
 """
 
-import json
 import os
 import re
-import signal
-import socket
 import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from . import lab_server
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = (ROOT / "README.md", ROOT / "docs" / "teaching.md")
@@ -70,33 +67,11 @@ def test_documented_command_works_as_written(doc, command):
 def test_make_lab_zh_opens_the_chinese_edition_in_chinese(tmp_path):
     """`make lab-zh` serves notebooks/zh/ with JupyterLab's own interface in Chinese (the zh-CN language pack, chosen
     in the edition's own project-local settings), and writes nothing into the user's ~/.jupyter."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log, home, state = tmp_path / "lab.log", tmp_path / "home", tmp_path / "lab-state"
-    with open(log, "w") as out:
-        lab = subprocess.Popen(["make", "lab-zh", f"LAB_STATE={state}",
-                                f"LAB_ARGS=--no-browser --ip=127.0.0.1 --port={port}"], cwd=ROOT,
-                               env={**os.environ, "HOME": str(home)}, stdout=out, stderr=subprocess.STDOUT,
-                               start_new_session=True)
-    try:
-        deadline = time.monotonic() + 600  # a ceiling for a loaded machine, not an expectation
-        while "is running at" not in log.read_text() and time.monotonic() < deadline and lab.poll() is None:
-            time.sleep(0.5)
-        text = log.read_text()
-        assert "is running at" in text, text[-2000:]
-        token = re.search(r"token=([0-9a-f]+)", text).group(1)
-
-        def get(path: str) -> dict:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}?token={token}", timeout=60) as answer:
-                return json.load(answer)
+    with lab_server.started("lab-zh", tmp_path) as lab:
         chinese = sorted(p.name for p in (ROOT / "notebooks" / "zh").glob("*.ipynb"))
-        assert chinese and get(f"/api/contents/{chinese[0]}")["path"] == chinese[0]  # it serves notebooks/zh/
-        assert get("/lab/api/settings/@jupyterlab/translation-extension:plugin")["settings"]["locale"] == "zh_CN"
-        menus = get("/lab/api/translations/zh_CN")["data"]["jupyterlab"]  # the language pack's catalogue
+        assert chinese and lab.get(f"/api/contents/{chinese[0]}")["path"] == chinese[0]  # it serves notebooks/zh/
+        assert lab.get("/lab/api/settings/@jupyterlab/translation-extension:plugin")["settings"]["locale"] == "zh_CN"
+        menus = lab.get("/lab/api/translations/zh_CN")["data"]["jupyterlab"]  # the language pack's catalogue
         assert menus["Edit"] == ["编辑"], "the zh-CN language pack is not installed: run `make setup`"
-        assert (state / "zh" / "settings").is_dir() and not (state / "settings").exists()
-        assert not (home / ".jupyter" / "lab").exists(), "make lab-zh wrote into the user's own ~/.jupyter"
-    finally:
-        os.killpg(lab.pid, signal.SIGTERM)
-        lab.wait(timeout=30)
+        assert (lab.state / "zh" / "settings").is_dir() and not (lab.state / "settings").exists()
+        assert not (lab.home / ".jupyter" / "lab").exists(), "make lab-zh wrote into the user's own ~/.jupyter"

@@ -3,16 +3,14 @@
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
-import time
 import tomllib
-import urllib.request
 from pathlib import Path
 
 import yaml
+
+from . import lab_server
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ROOT / "jupyterlab-settings"
@@ -167,37 +165,12 @@ def test_readme_badge_and_links_open_the_notebooks():
 
 
 def test_make_lab_starts_jupyterlab_on_the_notebooks(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = tmp_path / "lab.log"
-    home, state = tmp_path / "home", tmp_path / "lab-state"
-    env = {**os.environ, "HOME": str(home)}  # where the user's own ~/.jupyter would be
-    with open(log, "w") as out:
-        lab = subprocess.Popen(["make", "lab", f"LAB_STATE={state}",
-                                f"LAB_ARGS=--no-browser --ip=127.0.0.1 --port={port}"], cwd=ROOT, env=env,
-                               stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 600  # a ceiling for a loaded machine, not an expectation
-        while "is running at" not in log.read_text() and time.monotonic() < deadline and lab.poll() is None:
-            time.sleep(0.5)
-        text = log.read_text()
-        assert "is running at" in text, text[-2000:]
-        token = re.search(r"token=([0-9a-f]+)", text).group(1)
-        url = f"http://127.0.0.1:{port}/api/contents/00_overview.ipynb?content=0&token={token}"
-        with urllib.request.urlopen(url, timeout=60) as answer:  # 200: it serves notebooks/ itself
-            assert json.load(answer)["name"] == "00_overview.ipynb"
-        url = f"http://127.0.0.1:{port}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={token}"
-        with urllib.request.urlopen(url, timeout=60) as answer:  # the shipped defaults, not the user's settings
-            assert json.load(answer)["schema"]["properties"]["fetchNews"]["default"] == "false"
+    with lab_server.started("lab", tmp_path) as lab:
+        assert lab.get("/api/contents/00_overview.ipynb")["name"] == "00_overview.ipynb"  # it serves notebooks/
+        notification = lab.get("/lab/api/settings/@jupyterlab/apputils-extension:notification")
+        assert notification["schema"]["properties"]["fetchNews"]["default"] == "false"  # the shipped defaults
         # What Deck mode saves when a teacher presents lands in the project's folder, not the user's own.
-        deck = f"http://127.0.0.1:{port}/lab/api/settings/jupyterlab-slideshow:plugin?token={token}"
-        saved = urllib.request.Request(deck, method="PUT", data=json.dumps({"raw": '{"active": true}'}).encode(),
-                                       headers={"Content-Type": "application/json", "Authorization": f"token {token}"})
-        urllib.request.urlopen(saved, timeout=60).close()
-        assert '"active": true' in (state / "settings" / "jupyterlab-slideshow" / "plugin.jupyterlab-settings"
+        lab.put("/lab/api/settings/jupyterlab-slideshow:plugin", {"raw": '{"active": true}'})
+        assert '"active": true' in (lab.state / "settings" / "jupyterlab-slideshow" / "plugin.jupyterlab-settings"
                                     ).read_text()
-        assert not (home / ".jupyter" / "lab").exists(), "make lab wrote into the user's own ~/.jupyter"
-    finally:
-        os.killpg(lab.pid, signal.SIGTERM)
-        lab.wait(timeout=30)
+        assert not (lab.home / ".jupyter" / "lab").exists(), "make lab wrote into the user's own ~/.jupyter"
