@@ -494,9 +494,9 @@ def test_projector_settings_apply_without_user_settings(open_notebook):
                    "the notebook does not get the screen's width")
 
 
-CHINESE_GLYPHS = """async arg => {
-    // arg: a selector (the glossary's cells), or [selector, [[text, first, second], ...]] for other samples
-    const [selector, samples] = Array.isArray(arg) ? arg : [arg, [['词嵌入', '词', '嵌'], ['中文', '中', '文']]];
+# A glyph probe for the page: draws two Chinese characters of an element's font on a canvas, beside a code point no
+# font has (which draws the missing-glyph box), so check_chinese_glyphs can tell glyphs from boxes.
+GLYPH_PROBE = """
     const canvas = document.createElement('canvas');
     canvas.width = canvas.height = 64;
     const context = canvas.getContext('2d', {willReadFrequently: true});
@@ -506,18 +506,25 @@ CHINESE_GLYPHS = """async arg => {
         context.fillText(text, 4, 44);
         return {width: context.measureText(text).width, pixels: context.getImageData(0, 0, 64, 64).data.join()};
     };
-    const cells = [...document.querySelectorAll(selector)];
-    const results = [];
-    for (const [text, first, second] of samples) {
-        const cell = cells.find(c => c.textContent.trim() === text);
-        const font = getComputedStyle(cell).font;
+    const probe = async (element, first, second, text) => {
+        const font = getComputedStyle(element).font;
         await document.fonts.load(font, first + second);
         const a = draw(font, first), b = draw(font, second);
         const box = draw(font, '\\u0378'), otherBox = draw(font, '\\u0379');
-        results.push({text, tag: cell.tagName, font, width: a.width, boxWidth: box.width,
-                      inked: /[1-9]/.test(a.pixels), differ: a.pixels !== b.pixels,
-                      notBoxes: a.pixels !== box.pixels && b.pixels !== box.pixels,
-                      boxesAlike: box.pixels === otherBox.pixels});
+        return {text, tag: element.tagName, font, width: a.width, boxWidth: box.width,
+                inked: /[1-9]/.test(a.pixels), differ: a.pixels !== b.pixels,
+                notBoxes: a.pixels !== box.pixels && b.pixels !== box.pixels,
+                boxesAlike: box.pixels === otherBox.pixels};
+    };
+"""
+CHINESE_GLYPHS = """async arg => {
+    // arg: a selector (the glossary's cells), or [selector, [[text, first, second], ...]] for other samples
+    const [selector, samples] = Array.isArray(arg) ? arg : [arg, [['词嵌入', '词', '嵌'], ['中文', '中', '文']]];
+""" + GLYPH_PROBE + """
+    const cells = [...document.querySelectorAll(selector)];
+    const results = [];
+    for (const [text, first, second] of samples) {
+        results.push(await probe(cells.find(c => c.textContent.trim() === text), first, second, text));
     }
     return results;
 }"""
@@ -568,27 +575,12 @@ def test_static_site_draws_chinese_with_its_own_font(browser_context, tmp_path):
     check_chinese_glyphs(drawn, check_zh)
 
 
-HEADING_GLYPHS = """async selector => {
-    const canvas = document.createElement('canvas');
-    canvas.width = canvas.height = 64;
-    const context = canvas.getContext('2d', {willReadFrequently: true});
-    const draw = (font, text) => {
-        context.clearRect(0, 0, 64, 64);
-        context.font = font;
-        context.fillText(text, 4, 44);
-        return {width: context.measureText(text).width, pixels: context.getImageData(0, 0, 64, 64).data.join()};
-    };
+HEADING_GLYPHS = """async selector => {""" + GLYPH_PROBE + """
     const heading = [...document.querySelectorAll(selector)].find(h => h.offsetParent
         && new Set(h.textContent.match(/[\\u4e00-\\u9fff]/g) || []).size >= 2);
     if (!heading) return [];
     const [first, second] = [...new Set(heading.textContent.match(/[\\u4e00-\\u9fff]/g))];
-    const font = getComputedStyle(heading).font;
-    await document.fonts.load(font, first + second);
-    const a = draw(font, first), b = draw(font, second);
-    const box = draw(font, '\\u0378'), otherBox = draw(font, '\\u0379');
-    return [{text: heading.textContent.trim().slice(0, 40), tag: heading.tagName, font, width: a.width,
-             boxWidth: box.width, inked: /[1-9]/.test(a.pixels), differ: a.pixels !== b.pixels,
-             notBoxes: a.pixels !== box.pixels && b.pixels !== box.pixels, boxesAlike: box.pixels === otherBox.pixels}];
+    return [await probe(heading, first, second, heading.textContent.trim().slice(0, 40))];
 }"""
 CHINESE_EDITION = sorted(p.name for p in (NOTEBOOK_DIR / "zh").glob("00_*.ipynb"))
 
