@@ -50,12 +50,14 @@ def started(target: str, tmp_path: Path):
                                env={**os.environ, "HOME": str(home)}, stdout=out, stderr=subprocess.STDOUT,
                                start_new_session=True)
     try:
+        # The server prints "is running at:" and the URL with its token on the next line: wait for the whole line.
+        address = re.compile(r"http://127\.0\.0\.1:\d+/lab\?token=([0-9a-f]+)\n")
         deadline = time.monotonic() + 600  # a ceiling for a loaded machine, not an expectation
-        while "is running at" not in log.read_text() and time.monotonic() < deadline and lab.poll() is None:
+        while not address.search(log.read_text()) and time.monotonic() < deadline and lab.poll() is None:
             time.sleep(0.5)
-        text = log.read_text()
-        assert "is running at" in text, text[-2000:]
-        yield Lab(port, re.search(r"token=([0-9a-f]+)", text).group(1), home, state)
+        found = address.search(text := log.read_text())
+        assert found, text[-2000:]
+        yield Lab(port, found.group(1), home, state)
     finally:
         os.killpg(lab.pid, signal.SIGTERM)
         lab.wait(timeout=30)
