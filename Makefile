@@ -13,7 +13,7 @@ LAB_SETTINGS := $(VENV)/.lab-settings-done
 # Deck mode remembers (its "active" flag) stays with this series. Delete the folder to start afresh.
 LAB_STATE ?= .lab-state
 
-.PHONY: zh-sync setup browser lab lab-zh test slides lint html sheet messages api binder-links hub hub-stop hub-link clean
+.PHONY: zh-sync setup browser lab lab-zh check test slides lint html sheet messages api binder-links hub hub-stop hub-link clean
 
 setup: $(STAMP) $(LAB_SETTINGS)
 
@@ -61,6 +61,11 @@ LAB_STATE_ZH ?= $(LAB_STATE)/zh
 lab-zh: setup
 	$(BIN)/python tools/install_lab_settings.py --locale zh_CN "$(LAB_STATE_ZH)/settings"
 	$(call run_lab,$(LAB_STATE_ZH),notebooks/zh/)
+
+# Between edits: ruff and the package's own tests (the classroom tier, kernels and browsers, is left to `make test`).
+check: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -m "not classroom" tests
 
 # No tight timeouts: on a loaded machine a slow cell is not a failure (tests/nbval_patience.py). The deck walk
 # (tests/test_slides_fit.py, every slide of both editions at 1366x768) is part of it.

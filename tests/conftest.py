@@ -35,3 +35,19 @@ def small_cfg():
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+# The classroom tier: tests that start kernels, JupyterLab, Chromium, torchrun or a hub, or build the site. `make
+# check` (between edits) runs everything else, the package's own tests; `make test` (CI, the README's command) runs
+# both tiers and nbval. A new test file belongs to the package tier unless it is named here.
+CLASSROOM_TIER = {
+    "test_browser.py", "test_slides_fit.py", "test_notebooks.py", "test_rerun_out_of_order.py", "test_rerun_06.py",
+    "test_kernel_memory.py", "test_notebook07.py", "test_commands.py", "test_packaging.py", "test_hub.py",
+    "test_distributed.py", "test_offline.py", "test_api_reference.py", "test_shape_sheet.py", "test_docs.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.suffix == ".ipynb" or item.path.name in CLASSROOM_TIER:
+            item.add_marker(pytest.mark.classroom)

@@ -5,7 +5,8 @@ Three are not run here, for a reason each:
 - `make lab` starts a server that runs until stopped: tests/test_packaging.py starts it, asks it for a notebook
   and its settings, and stops it;
 - `make lab-zh` (the Chinese edition) likewise: the last test here starts it and asks it for its language;
-- `make test` is the whole suite, this test included.
+- `make test` is the whole suite, this test included;
+- `make check` is this suite's package tier: test_make_check_is_the_package_tier reads what it runs.
 """
 
 import os
@@ -21,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = (ROOT / "README.md", ROOT / "docs" / "teaching.md")
 NOT_RUN_HERE = {"make lab": "runs until stopped (tests/test_packaging.py starts and stops it)",
                 "make lab-zh": "runs until stopped (test_make_lab_zh_opens_the_chinese_edition_in_chinese)",
-                "make test": "the whole suite, this test included"}
+                "make test": "the whole suite, this test included",
+                "make check": "the package tier of this very suite (test_make_check_is_the_package_tier)"}
 # What a command's output must show, where the docs promise something beyond "it works".
 PROMISED = {".venv/bin/python -m walkthrough trace": "[32, 10, 512]",
             ".venv/bin/jupyter labextension list": "walkthrough-classroom",
@@ -75,3 +77,11 @@ def test_make_lab_zh_opens_the_chinese_edition_in_chinese(tmp_path):
         assert menus["Edit"] == ["编辑"], "the zh-CN language pack is not installed: run `make setup`"
         assert (lab.state / "zh" / "settings").is_dir() and not (lab.state / "settings").exists()
         assert not (lab.home / ".jupyter" / "lab").exists(), "make lab-zh wrote into the user's own ~/.jupyter"
+
+
+def test_make_check_is_the_package_tier():
+    """`make check` runs ruff and every test outside the classroom tier (tests/conftest.py), and nothing else."""
+    dry = subprocess.run(["make", "-n", "-o", "setup", "check"], cwd=ROOT, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    assert "ruff check ." in dry.stdout
+    assert '-m "not classroom" tests' in dry.stdout and "--nbval" not in dry.stdout

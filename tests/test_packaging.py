@@ -56,9 +56,9 @@ def test_deck_slides_are_in_every_environment_that_opens_jupyterlab():
     """jupyterlab-slideshow presents the live notebook, so widgets work on slides; jupyterlab-rise renders a
     copy in which every ipywidget is its text repr (upstream rise #119, #126), and would take Alt+R."""
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    for extra in ("dev", "test"):
-        assert any(line.startswith("jupyterlab-slideshow") for line in extras[extra]), extra
-        assert not any(line.startswith("jupyterlab-rise") for line in extras[extra]), extra
+    assert any(line.startswith("jupyterlab-slideshow") for line in extras["lab"])
+    assert "walkthrough[lab]" in extras["test"], "make test drives the same JupyterLab as make lab"
+    assert not any(line.startswith("jupyterlab-rise") for lines in extras.values() for line in lines)
     for path in (ROOT / "environment.yml", ROOT / "binder" / "environment.yml"):
         conda = conda_requirements(path)
         assert "jupyterlab-slideshow" in conda and "jupyterlab-rise" not in conda, path

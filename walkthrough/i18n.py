@@ -8,8 +8,9 @@ extracted and compiled with Babel. A notebook chooses its language once, in its 
 
 import gettext
 import os
-import unicodedata
 from pathlib import Path
+
+from wcwidth import wcwidth
 
 LANGUAGES = ("en", "zh")
 LOCALE_DIR = Path(__file__).parent / "locale"
@@ -42,8 +43,9 @@ def get_language() -> str:
 
 
 def width(text: str) -> int:
-    """The columns ``text`` takes in a fixed-width font: a Chinese character takes two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    """The columns ``text`` takes in a fixed-width font: a Chinese character takes two (``wcwidth`` knows which);
+    a control character takes none."""
+    return sum(max(wcwidth(character), 0) for character in text)
 
 
 def ljust(text: str, columns: int) -> str:
