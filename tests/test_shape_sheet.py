@@ -15,7 +15,7 @@ sys.path.insert(0, str(REPO / "tools"))
 import shape_sheet  # noqa: E402
 
 CHROMIUM = os.environ.get("WALKTHROUGH_CHROMIUM", "/usr/bin/chromium")
-# The shapes the source articles derive (DESIGN.md's table), written out here as the independent reference.
+# The shapes the source articles derive (docs/architecture.md's table), written out here as the independent reference.
 ARTICLE_SHAPES = ["[32, 10]", "[32, 4]", "[32, 10, 512]", "[32, 10, 8, 64]", "[32, 8, 10, 64]", "[32, 8, 10, 10]",
                   "[32, 10, 2048]", "[32, 8, 4, 4]", "[4, 4]", "[32, 8, 4, 64]", "[32, 8, 4, 10]", "[32, 4, 512]",
                   "[32, 4, 30000]", "[128, 30000]"]

@@ -16,7 +16,8 @@ with torch.device("meta"):
     HEAD = next(name for name, part in wt.Transformer(wt.ModelConfig()).named_children()
                 if isinstance(part, wt.OutputHead))  # the output head's module path in a trace
 
-SOURCE_TABLE = [  # (where, step id, shape) for every row of DESIGN.md's table of the source articles' shapes
+# (where, step id, shape) for every row of docs/architecture.md's table of the source articles' shapes
+SOURCE_TABLE = [
     ("src_embed", "ids", (32, 10)),
     ("tgt_embed", "ids", (32, 4)),
     ("src_embed", "embedding", (32, 10, 512)),
