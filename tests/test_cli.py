@@ -165,7 +165,8 @@ def test_ctrl_c_saves_what_was_trained_says_so_and_exits_cleanly(tmp_path):
             assert child.poll() is None, b"".join(seen).decode(errors="replace")
             time.sleep(0.05)
         child.send_signal(signal.SIGINT)
-        out = child.communicate()[0].decode()
+        out = child.stdout.read().decode()  # not communicate(): the reader thread alone reads stderr
+        child.wait()
     finally:
         if child.poll() is None:
             child.kill()

@@ -18,11 +18,12 @@ from .train import MAX_BATCH_SIZE, MAX_HELD_OUT, TrainSettings
 MAX_TRACE_LAYERS = 96  # a trace builds every layer (on the meta device, but each is Python objects): 96 take seconds
 
 
-def _trace(args) -> None:
+def _trace(args) -> int:
     cfg = ModelConfig(src_vocab_size=args.vocab, tgt_vocab_size=args.vocab, d_model=args.d_model,
                       num_heads=args.heads, d_ff=args.d_ff, num_layers=args.layers, max_len=args.max_len)
     rows = trace_shapes(cfg, args.batch, args.src_len, args.tgt_len)
     print(format_table(rows if args.all_layers else summarise(rows)))
+    return 0
 
 
 SETTING_FLAGS = ("steps", "warmup", "seed", "batch_size", "dropout")  # what --resume takes from its checkpoint instead
@@ -241,10 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     with argparse_in_our_language():
         args = _parser().parse_args(argv)  # a bad flag: argparse prints "error: ..." and exits 2
         try:
-            if args.command == "trace":
-                _trace(args)
-                return 0
-            return _train(args)
+            return {"trace": _trace, "train": _train}[args.command](args)  # each subcommand, its exit code
         except (ValueError, TypeError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
