@@ -2,8 +2,13 @@
 their manifests say. Bounded by steps: each test re-trains only the first ``check_step`` steps."""
 
 import dataclasses
+import errno
 import importlib.util
+import io
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -216,3 +221,121 @@ def test_shipped_file_is_found_from_either_edition_and_missing_ones_say_where_to
         assert wt.shipped_file("checkpoints", "numerals.pt").read_bytes() == b"weights"
     with pytest.raises(FileNotFoundError, match=r"results/norm_runs.json is not in .*open the notebook from"):
         wt.shipped_file("results", "norm_runs.json")
+
+
+# Saving is whole or nothing (issue 28): a full disk, Ctrl-C or a second process never leaves a damaged file.
+
+def half_written_then_full(real_save):
+    """A torch.save that meets a full disk half-way, as torch reports it: half the bytes land, then a RuntimeError
+    raised while handling the OSError (ENOSPC)."""
+    def save(data, target):
+        buffer = io.BytesIO()
+        real_save(data, buffer)
+        half = buffer.getvalue()[:len(buffer.getvalue()) // 2]
+        if isinstance(target, (str, os.PathLike)):
+            Path(target).write_bytes(half)
+        else:
+            target.write(half)
+        try:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598") from None
+    return save
+
+
+def test_a_full_disk_mid_save_leaves_the_previous_checkpoint_whole_and_says_so(tmp_path, monkeypatch):
+    path, _ = saved(tmp_path)
+    before = path.read_bytes()
+    trainer = wt.load_checkpoint(path)
+    trainer.run(1, progress=False)
+    monkeypatch.setattr(checkpoints.torch, "save", half_written_then_full(torch.save))
+    with pytest.raises(OSError, match=r"could not write .*ckpt\.pt \(the disk is full\): nothing was written and "
+                                      r"the file that was there, if any, is unchanged"):
+        wt.save_checkpoint(trainer, path)
+    assert path.read_bytes() == before, "the previous checkpoint is untouched"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"], "no temporary file left behind"
+    monkeypatch.undo()
+    assert wt.load_checkpoint(path).step == 2
+
+
+def test_a_full_disk_at_fsync_leaves_no_new_file_and_says_so(tmp_path, monkeypatch):
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(checkpoints.os, "fsync", full)
+    with pytest.raises(OSError, match=r"could not write .*new\.pt \(the disk is full\)"):
+        wt.save_checkpoint(wt.Trainer(TINY), tmp_path / "new.pt")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupted_save_leaves_nothing_half_written(tmp_path, monkeypatch):
+    path, _ = saved(tmp_path)
+    before = path.read_bytes()
+
+    def interrupted(data, target):
+        target.write(b"PK\x03\x04 partial")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(checkpoints.torch, "save", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        wt.save_checkpoint(wt.load_checkpoint(path), path)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]
+
+
+def test_a_saved_checkpoint_is_as_readable_as_any_file_the_user_saves(tmp_path):
+    path, _ = saved(tmp_path)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+SAVER = """
+import sys, time
+from pathlib import Path
+import walkthrough as wt
+path, seed, ready, go = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
+trainer = wt.Trainer(wt.TrainSettings(d_model=32, d_ff=64, batch_size=16, steps=30, warmup=5, seed=seed))
+ready.touch()
+while not go.exists():
+    time.sleep(0.01)
+until = time.monotonic() + 3
+while time.monotonic() < until:
+    wt.save_checkpoint(trainer, path)
+"""
+
+
+def test_two_processes_saving_to_one_path_leave_one_whole_file(tmp_path):
+    """Two real processes save different trainers to one path for 3 s while this one reads it: every read,
+    and the file left at the end, is one whole checkpoint or the other (never a mix, never a truncated file)."""
+    path = tmp_path / "shared.pt"
+    wt.save_checkpoint(wt.Trainer(TINY), path)
+    go = tmp_path / "go"
+    savers = [subprocess.Popen([sys.executable, "-c", SAVER, str(path), str(seed), str(tmp_path / f"ready{seed}"),
+                                str(go)]) for seed in (1, 2)]
+    try:
+        while not all((tmp_path / f"ready{seed}").exists() for seed in (1, 2)):
+            assert all(saver.poll() is None for saver in savers), "a saver failed to start"
+            time.sleep(0.05)
+        go.touch()
+        reads, damaged = 0, []
+        while any(saver.poll() is None for saver in savers):
+            try:
+                checkpoints.read_checkpoint(path)
+            except ValueError as err:
+                damaged.append(str(err))
+            reads += 1
+    finally:
+        for saver in savers:
+            saver.wait()
+    assert [saver.returncode for saver in savers] == [0, 0]
+    assert reads > 3 and damaged == [], damaged[:3]
+    final = checkpoints.read_checkpoint(path)
+    assert final["settings"]["seed"] in (1, 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["go", "ready1", "ready2", "shared.pt"]
+
+
+def test_loading_a_checkpoint_leaves_the_global_random_state_alone(tmp_path):
+    path, _ = saved(tmp_path)
+    torch.manual_seed(123)
+    expected = torch.rand(4)
+    torch.manual_seed(123)
+    wt.load_checkpoint(path)
+    torch.testing.assert_close(torch.rand(4), expected, rtol=0, atol=0)

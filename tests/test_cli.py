@@ -1,15 +1,29 @@
 """The command line: defaults from the config, bad input refused before any work, the accuracy line last."""
 
+import argparse
 import dataclasses
+import gettext
+import inspect
+import os
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
+import torch
 
 import walkthrough as wt
 from walkthrough import __main__ as cli
-from walkthrough import train
+from walkthrough import checkpoints, train
+
+from .test_checkpoints import half_written_then_full
+
+ROOT = Path(__file__).resolve().parents[1]
+CHINESE = re.compile(r"[\u4e00-\u9fff]")
 
 
 def test_trace_defaults_are_the_configs_own():
@@ -102,3 +116,120 @@ def test_the_gpt_command_line_ends_with_the_accuracy_too(tmp_path):
     assert re.fullmatch(r"held-out exact-match accuracy: [01]\.\d\d \(5 examples\)", run.stdout.splitlines()[-1])
     trainer = wt.load_gpt_checkpoint(tmp_path / "gpt.pt")
     assert trainer.step == 5 and trainer.settings.warmup == 1, "the settings' own 15% warm-up, at least one step"
+
+
+def test_a_seed_torch_cannot_take_is_refused_with_its_bound(no_training, capsys):
+    assert cli.main(["train", "--seed", str(2**64)]) == 2
+    assert re.search(r"^error: seed must be at most 2\*\*63 - 1 = 9,223,372,036,854,775,807, got "
+                     r"18,446,744,073,709,551,616", capsys.readouterr().err, re.MULTILINE)
+
+
+def test_resume_takes_its_settings_from_the_checkpoint(no_training, capsys):
+    shipped = str(ROOT / "checkpoints" / "numerals.pt")
+    assert cli.main(["train", "--resume", shipped, "--steps", "50", "--seed", "3"]) == 2
+    assert re.search(r"^error: --resume continues the run saved in .*numerals\.pt with the settings stored there "
+                     r".*leave out --steps, --seed$", capsys.readouterr().err, re.MULTILINE)
+    assert cli.main(["train", "--resume", "/nonexistent/x.pt"]) == 2
+    assert "error: no checkpoint at /nonexistent/x.pt" in capsys.readouterr().err
+
+
+def test_resume_on_the_command_line_is_bit_exact_with_the_python_apis(tmp_path, capsys):
+    half = tmp_path / "half.pt"
+    trainer = wt.Trainer(wt.TrainSettings(d_model=32, d_ff=64, batch_size=16, steps=8))
+    trainer.run(3, progress=False)
+    wt.save_checkpoint(trainer, half)
+    assert cli.main(["train", "--resume", str(half), "--held-out", "2", "--save", str(tmp_path / "full.pt")]) == 0
+    assert "trained steps 3 → 8 of 8" in capsys.readouterr().err
+    by_python = wt.load_checkpoint(half)
+    by_python.run(progress=False)
+    by_cli = wt.load_checkpoint(tmp_path / "full.pt")
+    assert by_cli.step == 8 and by_cli.losses == by_python.losses
+    for (name, a), b in zip(by_cli.model.state_dict().items(), by_python.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    state_cli, state_python = by_cli.optimizer.state_dict()["state"], by_python.optimizer.state_dict()["state"]
+    assert all(torch.equal(state_cli[i]["exp_avg_sq"], state_python[i]["exp_avg_sq"]) for i in state_python)
+
+
+def test_ctrl_c_saves_what_was_trained_says_so_and_exits_cleanly(tmp_path):
+    """A real SIGINT to a real training process, a few steps in (the child starts with SIGINT's default action,
+    whatever this process does with it, so Python turns it into KeyboardInterrupt there)."""
+    path = tmp_path / "x.pt"
+    child = subprocess.Popen([sys.executable, "-m", "walkthrough", "train", "--steps", "400", "--held-out", "5",
+                              "--save", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(lambda: os.read(child.stderr.fileno(), 4096), b"")))
+    reader.start()
+    try:
+        while not any(int(done) >= 3 for done in re.findall(rb"(\d+)/400", b"".join(seen))):
+            assert child.poll() is None, b"".join(seen).decode(errors="replace")
+            time.sleep(0.05)
+        child.send_signal(signal.SIGINT)
+        out = child.stdout.read().decode()  # not communicate(): the reader thread alone reads stderr
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+        reader.join()
+    err = b"".join(seen).decode()
+    assert child.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    found = re.search(rf"interrupted at step (\d+) of 400: saved to {re.escape(str(path))}; go on with: "
+                      rf"python -m walkthrough train --resume {re.escape(str(path))}", err)
+    assert found, err
+    resumed = wt.load_checkpoint(path)
+    assert 3 <= resumed.step == int(found.group(1)) < 400 and len(resumed.losses) == resumed.step
+    assert "accuracy" not in out, "an interrupted run does not go on to score"
+
+
+def test_a_full_disk_during_the_save_is_one_error_line_and_no_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(checkpoints.torch, "save", half_written_then_full(torch.save))
+    assert cli.main(["train", "--steps", "2", "--held-out", "1", "--save", str(tmp_path / "x.pt")]) == 1
+    err = capsys.readouterr().err
+    assert re.search(r"^error: could not write .*x\.pt \(the disk is full\): nothing was written", err, re.MULTILINE)
+    assert "Traceback" not in err and list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def chinese():
+    wt.set_language("zh")
+    yield
+    wt.set_language("en")
+
+
+@pytest.mark.parametrize("argv,torchrun,english", [
+    (["--model", "gpt", "--dropout", "0.1"], False, "--dropout is for the encoder-decoder"),
+    (["--report", "r.pt"], False, "--report records every rank"),
+    (["--seconds", "5"], True, "under torchrun give --steps"),
+])
+def test_the_command_lines_own_errors_speak_chinese(chinese, no_training, monkeypatch, capsys, argv, torchrun,
+                                                    english):
+    if torchrun:
+        monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
+        monkeypatch.setenv("RANK", "0")
+        monkeypatch.setenv("WORLD_SIZE", "2")
+    assert cli.main(["train", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and CHINESE.search(err) and english not in err, err
+
+
+@pytest.mark.parametrize("argv,chinese_words", [
+    (["train", "--steps", "0"], ["用法", "参数 --steps", "至少为 1"]),
+    (["train", "--seconds", "soon"], ["参数 --seconds", "秒数"]),
+    (["train", "--model", "bert"], ["无效的选项", "'bert'"]),
+    (["train", "--seed", "1e3"], ["无效的 int 值"]),
+    ([], ["缺少必需的参数"]),
+    (["train", "--frobnicate"], ["无法识别的参数"]),
+])
+def test_argparses_own_messages_speak_chinese(chinese, no_training, capsys, argv, chinese_words):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert all(words in err for words in chinese_words), err
+    assert argparse._ is gettext.gettext, "argparse is left as it was"
+
+
+def test_the_argparse_messages_listed_for_the_catalog_are_pythons_own_wording():
+    source = inspect.getsource(argparse)
+    assert [m for m in cli.ARGPARSE_MESSAGES if f"_({m!r})" not in source] == []

@@ -132,6 +132,22 @@ def test_seconds_and_report_are_refused_where_they_cannot_work(monkeypatch, caps
     assert "under torchrun give --steps" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["--report", "."], r"^error: --report \. is a folder, not a file: add a file name"),
+    (["--report", "/nonexistent/dir/r.pt"], r"^error: --report /nonexistent/dir/r.pt: the folder /nonexistent/dir "
+                                            r"does not exist"),
+    (["--report", "same.pt", "--save", "same.pt"], r"^error: --report and --save name the same file \(same.pt\)"),
+])
+def test_every_output_path_is_checked_before_the_first_step_under_torchrun(monkeypatch, capsys, argv, message):
+    """Not after the last step: a bad --report used to fail there, and --save's file was then never written."""
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(distributed, "process_group", lambda: pytest.fail("a process group was started"))
+    assert cli.main(["train", "--steps", "2", *argv]) == 2
+    assert re.search(message, capsys.readouterr().err, re.MULTILINE)
+
+
 def test_more_processes_than_sentences_fails_clearly_under_torchrun(tmp_path):
     save = tmp_path / "never.pt"
     done = distributed.torchrun(["--batch-size", "1", "--steps", "2", "--save", str(save)], nproc=2, check=False)

@@ -4,6 +4,7 @@ stopped by its PID with nothing left behind, and the nbgitpuller link."""
 import importlib.util
 import os
 import re
+import signal
 import sys
 import tomllib
 import urllib.parse
@@ -130,3 +131,74 @@ def test_a_port_in_use_is_named_before_anything_starts(tmp_path):
         with pytest.raises(hub.HubError, match=f"port {port} on 127.0.0.1 is in use.*HUB_PORT"):
             hub.start(tmp_path / "hub", port)
     assert not (tmp_path / "hub" / "hub.pid").exists()
+
+
+def free_ports() -> int:
+    return next(p for p in range(19900, 20900, 3) if all(hub.port_free(q) for q in (p, p + 1, p + 2)))
+
+
+FAILING_HUB = """#!{python}
+import os, subprocess, sys
+# a hub that fails after starting its proxy, which JupyterHub starts in a session of its own
+proxy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+with open(os.path.join(os.environ["WALKTHROUGH_HUB_STATE"], "proxy.pid"), "w") as file:
+    file.write(str(proxy.pid))
+sys.exit(1)
+"""
+
+
+def test_a_hub_that_fails_to_start_leaves_nothing_running(tmp_path, monkeypatch):
+    """What `--port 0` did: the hub exited, its proxy kept listening, and hub.pid was gone, so `make hub-stop`
+    could not stop it. Now the failed start stops what it started."""
+    failing = tmp_path / "failing-hub"
+    failing.write_text(FAILING_HUB.format(python=sys.executable))
+    failing.chmod(0o755)
+    monkeypatch.setattr(hub.sys, "executable", str(failing))  # start() runs `<python> -m jupyterhub ...`
+    state = tmp_path / "hub"
+    proxy = None
+    try:
+        with pytest.raises(hub.HubError, match=r"the hub exited \(code 1\) before it answered: see .*hub\.log"):
+            hub.start(state, free_ports())
+        proxy = int((state / "proxy.pid").read_text())
+        assert not hub._alive(proxy), "the proxy the failed hub started is stopped with it"
+        assert not (state / "hub.pid").exists() and hub.running_pid(state) is None
+    finally:
+        if proxy is not None and hub._alive(proxy):
+            os.kill(proxy, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("port", ["0", "-5", "65534", "65535", "70000"])
+def test_a_port_out_of_range_is_refused_before_anything_starts(tmp_path, capsys, port):
+    assert hub.main(["start", "--port", port, "--state", str(tmp_path / "hub")]) == 2
+    assert (f"error: the port must be a whole number from 1 to 65533 (the hub takes it and the next two), "
+            f"got {port}") in capsys.readouterr().err
+    assert not (tmp_path / "hub").exists()
+
+
+class Started(Exception):
+    """Raised where the hub's process would start: the test only needs what start() does before it."""
+
+
+def test_the_api_token_is_created_readable_by_its_owner_only(tmp_path, monkeypatch):
+    """Created 0600, not written with the umask's mode and chmodded after: never readable by others, even briefly."""
+    modes_before_chmod = []
+    chmod = Path.chmod
+
+    def watched_chmod(self, mode, **kwargs):
+        modes_before_chmod.append(self.stat().st_mode & 0o777)
+        chmod(self, mode, **kwargs)
+
+    def started(*args, **kwargs):
+        raise Started
+    monkeypatch.setattr(Path, "chmod", watched_chmod)
+    monkeypatch.setattr(hub.subprocess, "Popen", started)
+    state = tmp_path / "hub"
+    umask = os.umask(0o022)
+    try:
+        with pytest.raises(Started):
+            hub.start(state, free_ports())
+    finally:
+        os.umask(umask)
+    assert (state / "api_token").stat().st_mode & 0o777 == 0o600
+    assert all(mode == 0o600 for mode in modes_before_chmod), [oct(mode) for mode in modes_before_chmod]
+    assert len((state / "api_token").read_text()) == 64

@@ -5,87 +5,157 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 
 from .config import ModelConfig
-from .i18n import _
+from .i18n import N_, _
 from .trace import SOURCE_SIZES, format_table, summarise, trace_shapes
 from .train import MAX_BATCH_SIZE, MAX_HELD_OUT, TrainSettings
 
 MAX_TRACE_LAYERS = 96  # a trace builds every layer (on the meta device, but each is Python objects): 96 take seconds
 
 
-def _trace(args) -> None:
+def _trace(args) -> int:
     cfg = ModelConfig(src_vocab_size=args.vocab, tgt_vocab_size=args.vocab, d_model=args.d_model,
                       num_heads=args.heads, d_ff=args.d_ff, num_layers=args.layers, max_len=args.max_len)
     rows = trace_shapes(cfg, args.batch, args.src_len, args.tgt_len)
     print(format_table(rows if args.all_layers else summarise(rows)))
+    return 0
 
 
-def _check_train(args, world_size: int) -> None:
-    """Everything a run (one process or torchrun's ranks, each checking alike) can refuse before any work."""
+SETTING_FLAGS = ("steps", "warmup", "seed", "batch_size", "dropout")  # what --resume takes from its checkpoint instead
+
+
+def _check_train(args) -> None:
+    """Everything a run (one process or torchrun's ranks, each checking alike) can refuse before any work:
+    every path it reads or writes first, so a bad one never costs a whole training run."""
     from .checkpoints import check_checkpoint_path
-    from .distributed import check_global_batch, launched_by_torchrun
+    from .distributed import launched_by_torchrun
     from .train import check_dropout
 
-    if args.save is not None:  # checked first: a bad path must not cost a whole training run
+    if args.resume is not None:
+        check_checkpoint_path(args.resume, for_writing=False, name="--resume")
+        given = ["--" + name.replace("_", "-") for name in SETTING_FLAGS if getattr(args, name) is not None]
+        if given:
+            raise ValueError(_("--resume continues the run saved in {path} with the settings stored there (its "
+                             "steps, warm-up, seed and batch size): leave out {flags}").format(
+                                 path=args.resume, flags=", ".join(given)))
+    if args.save is not None:
         check_checkpoint_path(args.save, for_writing=True, name="--save")
-    check_dropout(args.dropout)
-    if args.dropout and args.model == "gpt":
-        raise ValueError("--dropout is for the encoder-decoder (--model transformer); the language model of "
-                         "notebook 09 trains without it: leave --dropout out")
+    if args.dropout is not None:
+        check_dropout(args.dropout)
+        if args.dropout and args.model == "gpt":
+            raise ValueError(_("--dropout is for the encoder-decoder (--model transformer); the language model of "
+                             "notebook 09 trains without it: leave --dropout out"))
     if launched_by_torchrun():
-        check_global_batch(args.batch_size, world_size)
         if args.seconds is not None:
-            raise ValueError("--seconds is a budget each process measures by itself, so the ranks would stop at "
-                             "different steps and wait for each other forever: under torchrun give --steps")
+            raise ValueError(_("--seconds is a budget each process measures by itself, so the ranks would stop at "
+                             "different steps and wait for each other forever: under torchrun give --steps"))
+        if args.report is not None:
+            check_checkpoint_path(args.report, for_writing=True, name="--report")
+            if args.save is not None and Path(args.report).resolve() == Path(args.save).resolve():
+                raise ValueError(_("--report and --save name the same file ({path}): the report would overwrite "
+                                 "the checkpoint; give them different names").format(path=args.report))
     elif args.report is not None:
-        raise ValueError("--report records every rank of a torchrun; started plainly there is one process: "
-                         "start it with torchrun --nproc-per-node=2 -m walkthrough train ... (notebook 14)")
+        raise ValueError(_("--report records every rank of a torchrun; started plainly there is one process: "
+                         "start it with torchrun --nproc-per-node=2 -m walkthrough train ... (notebook 14)"))
 
 
-def _train(args) -> None:
+def _trainer(args):
+    """The run's trainer: resumed from ``--resume``'s checkpoint, or new from the flags (a flag left out keeps the
+    settings' default; no --warmup is 15% of the steps)."""
+    if args.model == "gpt":  # notebook 09: the same numerals as a decoder-only language model
+        from .language_model import GPTSettings, GPTTrainer, load_gpt_checkpoint
+        if args.resume is not None:
+            return load_gpt_checkpoint(args.resume)
+        return GPTTrainer(GPTSettings(**_given_settings(args)))
+    from .train import Trainer, TrainSettings, load_checkpoint
+    if args.resume is not None:
+        return load_checkpoint(args.resume)
+    return Trainer(TrainSettings(**_given_settings(args)), dropout=args.dropout or 0.0)
+
+
+def _given_settings(args) -> dict:
+    """The settings the flags give (dropout belongs to the run, not to the settings)."""
+    return {name: getattr(args, name) for name in SETTING_FLAGS
+            if name != "dropout" and getattr(args, name) is not None}
+
+
+def _save(trainer, path: str) -> None:
+    from .language_model import GPTTrainer, save_gpt_checkpoint
+    from .train import save_checkpoint
+
+    (save_gpt_checkpoint if isinstance(trainer, GPTTrainer) else save_checkpoint)(trainer, path)
+
+
+def _stopped_by_ctrl_c(args, trainer) -> int:
+    """Ctrl-C during training: every finished step is recorded whole (``TrainingLoop``), so what was trained is
+    saved where --save says, and the way to go on is printed. 130 is the exit code of a program stopped by Ctrl-C."""
+    where = _("interrupted at step {step} of {total}").format(step=trainer.step, total=trainer.total_steps)
+    if trainer.step == 0:
+        print(_("{where}: no step finished, nothing to save").format(where=where), file=sys.stderr)
+    elif args.save is None:
+        print(_("{where}: not saved (pass --save FILE to keep what an interrupted run trained)").format(where=where),
+              file=sys.stderr)
+    else:
+        _save(trainer, args.save)
+        model = " --model gpt" if args.model == "gpt" else ""
+        print(_("{where}: saved to {path}; go on with: python -m walkthrough train{model} --resume {path}").format(
+            where=where, path=args.save, model=model), file=sys.stderr)
+    return 130
+
+
+def _train(args) -> int:
     from .data import Vocab
-    from .distributed import launched_by_torchrun, process_group, rank_and_world, train_data_parallel
-    from .train import Trainer, TrainSettings, held_out_pairs, save_checkpoint
+    from .distributed import (
+        check_global_batch,
+        launched_by_torchrun,
+        process_group,
+        rank_and_world,
+        train_data_parallel,
+    )
+    from .train import held_out_pairs
 
     rank, world_size = rank_and_world()
-    _check_train(args, world_size)
-    task, settings, save = Trainer, TrainSettings, save_checkpoint
-    if args.model == "gpt":  # notebook 09: the same numerals as a decoder-only language model
-        from .language_model import GPTSettings, GPTTrainer, save_gpt_checkpoint
-        task, settings, save = GPTTrainer, GPTSettings, save_gpt_checkpoint
-    steps = settings().steps if args.steps is None else args.steps
-    chosen = settings(steps=steps, warmup=args.warmup, seed=args.seed, batch_size=args.batch_size)  # no --warmup: 15%
-    trainer = task(chosen, dropout=args.dropout) if task is Trainer else task(chosen)
+    _check_train(args)
+    trainer = _trainer(args)
     pairs = held_out_pairs(args.held_out)
     if not launched_by_torchrun():
-        print(trainer.run(seconds=args.seconds, evaluate=False), file=sys.stderr)
+        try:
+            print(trainer.run(seconds=args.seconds, evaluate=False), file=sys.stderr)
+        except KeyboardInterrupt:
+            return _stopped_by_ctrl_c(args, trainer)
     else:
+        check_global_batch(trainer.settings.batch_size, world_size)
         with process_group():
             if args.dropout and rank > 0:  # each rank its own dropout masks; rank 0 draws what one process would
-                torch.manual_seed(args.seed + rank)
+                torch.manual_seed(trainer.settings.seed + rank)
             report = train_data_parallel(trainer, pad_id=Vocab.pad_id, report=args.report)
         if rank != 0:  # rank 0 alone prints, saves and scores: every rank holds the same weights
-            return
+            return 0
         print(_("{report} on {world_size} processes (DDP, gloo), {sentences} sentences each").format(
-            report=report, world_size=world_size, sentences=args.batch_size // world_size), file=sys.stderr)
+            report=report, world_size=world_size, sentences=trainer.settings.batch_size // world_size),
+            file=sys.stderr)
     if args.save is not None:
-        save(trainer, args.save)
+        _save(trainer, args.save)
     print(_("held-out exact-match accuracy: {accuracy:.2f} ({count} examples)").format(
         accuracy=trainer.accuracy(pairs), count=len(pairs)))
+    return 0
 
 
 def _positive_int(text: str, most: int | None = None, why: str = "") -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(_("must be a whole number, got {text!r}").format(text=text)) from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+        raise argparse.ArgumentTypeError(_("must be at least 1, got {value}").format(value=value))
     if most is not None and value > most:
-        raise argparse.ArgumentTypeError(f"must be at most {most:,}, got {value:,}: {why}")
+        raise argparse.ArgumentTypeError(_("must be at most {most:,}, got {value:,}: {why}").format(
+            most=most, value=value, why=_(why)))
     return value
 
 
@@ -98,9 +168,11 @@ def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds such as 30, got {text!r}") from None
+        raise argparse.ArgumentTypeError(_("must be a number of seconds such as 30, got {text!r}").format(
+            text=text)) from None
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds such as 30, got {text}")
+        raise argparse.ArgumentTypeError(_("must be a positive number of seconds such as 30, got {text}").format(
+            text=text))
     return value
 
 
@@ -114,8 +186,8 @@ def _parser() -> argparse.ArgumentParser:
                           ("--heads", paper.num_heads), ("--d-ff", paper.d_ff), ("--vocab", paper.tgt_vocab_size),
                           ("--max-len", paper.max_len)):
         trace.add_argument(flag, type=int, default=default, help=f"default {default}")
-    trace.add_argument("--layers", type=_at_most(MAX_TRACE_LAYERS, "the deepest well-known models (GPT-3) have 96, "
-                                                 "and the trace builds every layer"),
+    trace.add_argument("--layers", type=_at_most(MAX_TRACE_LAYERS, N_("the deepest well-known models (GPT-3) have "
+                                                    "96, and the trace builds every layer")),
                        default=paper.num_layers, help=f"default {paper.num_layers}, at most {MAX_TRACE_LAYERS}")
     trace.add_argument("--all-layers", action="store_true", help="list every layer instead of summarising repeats")
     train = commands.add_parser("train", help="train the Chinese numeral -> English words model (notebook 07)")
@@ -125,31 +197,61 @@ def _parser() -> argparse.ArgumentParser:
                        help="time budget: stop cleanly after this many seconds, even if steps remain")
     train.add_argument("--model", choices=("transformer", "gpt"), default="transformer",
                        help="transformer: the encoder-decoder (notebook 07); gpt: the decoder-only model (notebook 09)")
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--held-out", type=_at_most(MAX_HELD_OUT, "500 already scores to within a few percent"),
+    train.add_argument("--seed", type=int, default=None, help="fixes the data and the initial weights (default 0)")
+    train.add_argument("--held-out", type=_at_most(MAX_HELD_OUT, N_("500 already scores to within a few percent")),
                        default=500, help=f"held-out examples to score (at most {MAX_HELD_OUT:,})")
-    train.add_argument("--save", default=None, help="write a checkpoint to this path (checked before training)")
+    train.add_argument("--save", default=None, help="write a checkpoint to this path (checked before training); "
+                       "Ctrl-C saves what was trained so far there")
+    train.add_argument("--resume", default=None, help="go on training from this checkpoint (--save's file), with "
+                       "its settings, exactly as load_checkpoint(path).run() does; --model must be the one it holds")
     default_batch = TrainSettings().batch_size
-    train.add_argument("--batch-size", type=_at_most(MAX_BATCH_SIZE, "each step trains on that many sentences at once"),
-                       default=default_batch, help=f"sentences per step, the global batch: under torchrun each of "
+    train.add_argument("--batch-size", type=_at_most(MAX_BATCH_SIZE, N_("each step trains on that many sentences at "
+                                                                        "once")),
+                       default=None, help=f"sentences per step, the global batch: under torchrun each of "
                        f"the processes takes an equal share (default {default_batch})")
-    train.add_argument("--dropout", type=float, default=0.0, help="dropout probability (default 0: off)")
+    train.add_argument("--dropout", type=float, default=None, help="dropout probability (default 0: off)")
     train.add_argument("--report", default=None, help="under torchrun: rank 0 writes every rank's first-step "
                        "shapes and gradients to this file (notebook 14)")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)  # a bad flag: argparse prints "error: ..." and exits 2
+@contextmanager
+def argparse_in_our_language():
+    """argparse words its own messages ("usage:", "the following arguments are required") through gettext's
+    default catalog, which has no Chinese for them: while the command line runs they come from the package's."""
+    gettext_of_argparse = argparse._
+    argparse._ = _
     try:
-        if args.command == "trace":
-            _trace(args)
-        else:
-            _train(args)
-    except (ValueError, TypeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+        yield
+    finally:
+        argparse._ = gettext_of_argparse
+
+
+# argparse's messages a student can meet (Python's own wording, marked so Babel puts them in the package's catalog)
+ARGPARSE_MESSAGES = (
+    N_("usage: "), N_("positional arguments"), N_("options"), N_("show this help message and exit"),
+    N_("%(prog)s: error: %(message)s\n"), N_("argument %(argument_name)s: %(message)s"),
+    N_("the following arguments are required: %s"), N_("unrecognized arguments: %s"),
+    N_("invalid choice: %(value)r (choose from %(choices)s)"), N_("invalid %(type)s value: %(value)r"),
+    N_("expected one argument"), N_("ambiguous option: %(option)s could match %(matches)s"),
+    N_("ignored explicit argument %r"), N_("not allowed with argument %s"),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    with argparse_in_our_language():
+        args = _parser().parse_args(argv)  # a bad flag: argparse prints "error: ..." and exits 2
+        try:
+            return {"trace": _trace, "train": _train}[args.command](args)  # each subcommand, its exit code
+        except (ValueError, TypeError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        except OSError as err:  # the disk, not the input: a full disk while saving (nothing half-written)
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:  # outside training (which saves what it trained): nothing to keep
+            print(_("interrupted"), file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

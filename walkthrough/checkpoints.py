@@ -4,16 +4,19 @@ A checkpoint is a dict written by ``torch.save``: a ``format`` naming its kind, 
 training history, the weights (``model``), the optimiser's state when saved for resuming, and ``sha256``,
 a digest of all of it as stored.
 Reading checks all of it before a trainer is built: a damaged, altered or mixed-up file gets a message
-that says so, never a model that silently scores 0. Saving and loading a trainer stay with its task
-(``save_checkpoint`` in train.py, ``save_gpt_checkpoint`` in language_model.py).
+that says so, never a model that silently scores 0. Writing is whole or nothing (``save_whole``): a full
+disk or a second process saving to the same path never leaves a damaged file. Saving and loading a trainer
+stay with its task (``save_checkpoint`` in train.py, ``save_gpt_checkpoint`` in language_model.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import os
 import pickle
+import secrets
 import zipfile
 from pathlib import Path
 
@@ -97,10 +100,44 @@ def digest(state: dict) -> str:
     return sha.hexdigest()
 
 
+def save_whole(data, path: Path) -> None:
+    """``torch.save(data, path)`` that never leaves a partial file at ``path``.
+
+    Written to a temporary file in the same folder, flushed to the disk (fsync), then renamed over ``path`` in
+    one step (``os.replace``): until the new file is whole, the old one stays as it was. A failed save (a full
+    disk, Ctrl-C) leaves no trace, and two processes saving to one path leave one whole file or the other.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.part")
+    try:
+        # O_EXCL: never another process's temporary file; 0o666 less the umask, as any file the user saves
+        with os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as file:
+            torch.save(data, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException as err:
+        temporary.unlink(missing_ok=True)
+        # torch.save reports a failed write as a RuntimeError raised while handling the OSError
+        cause = err if isinstance(err, OSError) else err.__context__
+        if not isinstance(err, (OSError, RuntimeError)) or not isinstance(cause, OSError):
+            raise
+        hint = (_("the disk is full") if cause.errno in (errno.ENOSPC, errno.EDQUOT)
+                else cause.strerror or type(cause).__name__)
+        raise OSError(_("could not write {path} ({hint}): nothing was written and the file that was there, if "
+                        "any, is unchanged; free some space or save somewhere else").format(
+                            path=path, hint=hint)) from cause
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)  # the rename itself reaches the disk: a power cut now keeps the new file
+    finally:
+        os.close(folder)
+
+
 def write_checkpoint(path: Path, kind: str, payload: dict) -> None:
-    """Save ``payload`` (settings, history, ``model`` weights, ...) as a checkpoint of ``kind``, with its digest."""
+    """Save ``payload`` (settings, history, ``model`` weights, ...) as a checkpoint of ``kind``, with its digest,
+    whole or not at all (``save_whole``)."""
     state = {"format": kind, **payload}
-    torch.save(state | {"sha256": digest(state)}, path)
+    save_whole(state | {"sha256": digest(state)}, path)
 
 
 def read_checkpoint(path: str | Path, kind: str = CHECKPOINT_FORMAT) -> dict:

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -28,6 +29,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
+from .checkpoints import save_whole
 from .config import check_positive_int
 from .i18n import ENVIRONMENT, _, get_language
 from .training import RunReport, TrainingLoop
@@ -145,7 +147,8 @@ def train_data_parallel(loop: TrainingLoop, *, pad_id: int, steps: int | None = 
     ``loop.batch(step)`` must return the global batch (a dataclass of [B, ...] tensors with ``labels``);
     every rank builds it (it depends only on the seed and the step) and keeps its rows. The history
     records the global batch's loss, as one process would. ``report``: rank 0 writes the first step's
-    shapes and gradients of every rank, the buckets and the losses there (``torch.load`` reads it).
+    shapes and gradients of every rank, the buckets and the losses there (``torch.load`` reads it; written whole
+    or not at all).
     Runs inside an initialised process group (``process_group()``).
     """
     rank, world_size = dist.get_rank(), dist.get_world_size()
@@ -186,9 +189,9 @@ def train_data_parallel(loop: TrainingLoop, *, pad_id: int, steps: int | None = 
         gathered = [None] * world_size if rank == 0 else None
         dist.gather_object(first.as_dict(), gathered, dst=0)
         if rank == 0:
-            torch.save({"world_size": world_size, "ranks": gathered, "losses": result.losses,
+            save_whole({"world_size": world_size, "ranks": gathered, "losses": result.losses,
                         "grads_after": first.grads_after,
-                        "parameters": {n: list(p.shape) for n, p in model.named_parameters()}}, report)
+                        "parameters": {n: list(p.shape) for n, p in model.named_parameters()}}, Path(report))
     return result
 
 

@@ -41,6 +41,7 @@ from .training import (
 
 MAX_BATCH_SIZE = 4096  # each step draws this many numbers and runs them at once: beyond it a step takes minutes
 MAX_HELD_OUT = 10_000  # scoring decodes every held-out number; 500 is the notebooks'
+MAX_SEED = 2**63 - 1  # torch.manual_seed takes up to 2**64 - 1; half leaves room for each rank's seed + rank
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,10 @@ class TrainSettings:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(_("seed must be a whole number >= 0 (it fixes the data and the initial weights), "
                              "got {seed!r}").format(seed=self.seed))
+        if self.seed > MAX_SEED:
+            raise ValueError(_("seed must be at most 2**63 - 1 = {MAX_SEED:,}, got {seed:,}: torch.manual_seed "
+                             "takes 64 bits, and torchrun's processes seed with seed + rank; any small "
+                             "number such as 0 or 42 will do").format(MAX_SEED=MAX_SEED, seed=self.seed))
 
 
 def task_config(settings: TrainSettings, src_vocab: Vocab, tgt_vocab: Vocab, dropout: float = 0.0) -> ModelConfig:
@@ -229,11 +234,13 @@ def save_checkpoint(trainer: Trainer, path: str | Path, optimizer: bool = True) 
 
 def load_checkpoint(path: str | Path, allow_untrained: bool = False) -> Trainer:
     """Rebuild a Trainer from ``save_checkpoint``'s file, checked whole first (``read_checkpoint``).
-    Without optimiser state it translates but cannot train."""
+    Without optimiser state it translates but cannot train. The global random state is left as it was (building
+    the Trainer seeds it): a ``torch.rand`` after loading draws what it would have drawn without the load."""
     state = read_checkpoint(path, CHECKPOINT_FORMAT)
     path = Path(path)
     pairs = state["pairs"] and [tuple(pair) for pair in state["pairs"]]
-    trainer = Trainer(settings_from(state, TrainSettings, path), pairs)
+    with torch.random.fork_rng(devices=[]):  # the CPU generator only: training here is on the CPU
+        trainer = Trainer(settings_from(state, TrainSettings, path), pairs)
     if state["src_itos"] != trainer.src_vocab.itos or state["tgt_itos"] != trainer.tgt_vocab.itos:
         raise ValueError(_("{path} was trained with other vocabularies than its task's; "
                          "its translations would be meaningless: retrain it").format(path=path))

@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIG = Path(__file__).with_name("jupyterhub_config.py")
 DEFAULT_STATE = ROOT / ".hub"
 DEFAULT_PORT = 8765  # the hub's page; the hub's own API and the proxy's API take the next two ports
+LAST_PORT = 65535 - 2  # the three ports must exist
+STATE_VARIABLE = "WALKTHROUGH_HUB_STATE"  # the hub's folder, in the environment of every process the hub starts
 
 
 class HubError(Exception):
@@ -60,8 +62,18 @@ def api(url: str, token: str, method: str = "GET", body: dict | None = None) -> 
     return json.loads(text) if text else None
 
 
+def check_port(port) -> None:
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= LAST_PORT:
+        raise HubError(f"the port must be a whole number from 1 to {LAST_PORT} (the hub takes it and the next two), "
+                       f"got {port!r}: e.g. `make hub HUB_PORT={DEFAULT_PORT}`")
+
+
 def start(state: Path = DEFAULT_STATE, port: int = DEFAULT_PORT) -> tuple[int, str]:
-    """Start the hub (refused if one runs, or a port is taken); return (its PID, its address) once it answers."""
+    """Start the hub (refused if one runs, or a port is taken); return (its PID, its address) once it answers.
+
+    A hub that exits before it answers is stopped with everything it started (its proxy, its services): nothing
+    is left listening, and ``hub.pid`` names no process."""
+    check_port(port)
     pid = running_pid(state)
     if pid is not None:
         raise HubError(f"a hub is already running (PID {pid}, state {state}): open http://127.0.0.1:{port}/ "
@@ -72,17 +84,18 @@ def start(state: Path = DEFAULT_STATE, port: int = DEFAULT_PORT) -> tuple[int, s
                        f"{port + 2}; pick others with `make hub HUB_PORT=8865`")
     state.mkdir(parents=True, exist_ok=True)
     token_file = state / "api_token"
-    if not token_file.exists():
-        token_file.write_text(secrets.token_hex(32))
-        token_file.chmod(0o600)
+    if not token_file.exists():  # created readable by its owner only: never, even for a moment, by anyone else
+        with os.fdopen(os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+            file.write(secrets.token_hex(32))
     log = open(state / "hub.log", "ab")
     hub = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)], cwd=state, stdout=log,
                            stderr=subprocess.STDOUT, start_new_session=True,
-                           env=os.environ | {"WALKTHROUGH_HUB_STATE": str(state), "WALKTHROUGH_HUB_PORT": str(port)})
+                           env=os.environ | {STATE_VARIABLE: str(state), "WALKTHROUGH_HUB_PORT": str(port)})
     (state / "hub.pid").write_text(str(hub.pid))
     address = f"http://127.0.0.1:{port}"
     while True:  # bounded by the hub itself: it either answers or exits
         if hub.poll() is not None:
+            _kill_what_it_started(state, hub.pid)  # the proxy it started before failing would outlive it
             (state / "hub.pid").unlink(missing_ok=True)
             raise HubError(f"the hub exited (code {hub.returncode}) before it answered: see {state / 'hub.log'}")
         try:
@@ -102,14 +115,31 @@ def stop(state: Path = DEFAULT_STATE, patience: float = 60.0) -> int | None:
     deadline = time.monotonic() + patience
     while time.monotonic() < deadline and _alive(pid):
         time.sleep(0.2)
-    try:
-        os.killpg(pid, signal.SIGKILL)  # its session (start_new_session): whatever outlived a clean stop
-    except ProcessLookupError:
-        pass
-    while _alive(pid):
-        time.sleep(0.1)
+    _kill_what_it_started(state, pid)
     (state / "hub.pid").unlink(missing_ok=True)
     return pid
+
+
+def _kill_what_it_started(state: Path, pid: int) -> None:
+    """Kill whatever outlived the hub ``pid`` or its clean stop, and wait until it is gone: its session
+    (start_new_session), and the processes it started in sessions of their own (the proxy, the services,
+    the students' servers), known by the state folder in their environment."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:  # nothing is left in its session
+        pass
+    marker = f"{STATE_VARIABLE}={state}".encode() + b"\0"
+    left = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        other = int(environ.parent.name)
+        try:
+            if other != os.getpid() and marker in b"\0" + environ.read_bytes():
+                os.kill(other, signal.SIGKILL)
+                left.append(other)
+        except OSError:  # gone meanwhile, or another user's
+            continue
+    while _alive(pid) or any(_alive(other) for other in left):
+        time.sleep(0.1)
 
 
 def _alive(pid: int) -> bool:

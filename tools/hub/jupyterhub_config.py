@@ -38,7 +38,8 @@ c.SimpleLocalProcessSpawner.home_dir_template = str(STATE / "users" / "{username
 c.Spawner.cmd = [str(VENV_BIN / "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab/tree/notebooks/00_overview.ipynb"
 c.Spawner.args = ["--allow-root"] if os.geteuid() == 0 else []  # as root Jupyter refuses to start without it
-c.Spawner.environment = {"OMP_NUM_THREADS": "1"}  # a class shares the cores: one thread per kernel
+# one thread per kernel (a class shares the cores); the state folder marks the server as this hub's (hub.py stop)
+c.Spawner.environment = {"OMP_NUM_THREADS": "1", "WALKTHROUGH_HUB_STATE": str(STATE)}
 c.Spawner.http_timeout = 300  # a loaded server starts slowly; not a failure
 c.Spawner.start_timeout = 300
 
@@ -58,7 +59,8 @@ c.Spawner.pre_spawn_hook = copy_the_series
 # with its token in the state folder; and the idle culler (a server idle for an hour is stopped).
 c.JupyterHub.services = [
     {"name": "class-bench", "api_token": (STATE / "api_token").read_text().strip()},
-    {"name": "idle-culler", "command": [sys.executable, "-m", "jupyterhub_idle_culler", "--timeout=3600"]},
+    {"name": "idle-culler", "command": [sys.executable, "-m", "jupyterhub_idle_culler", "--timeout=3600"],
+     "environment": {"WALKTHROUGH_HUB_STATE": str(STATE)}},
 ]
 c.JupyterHub.load_roles = [
     {"name": "class-bench", "services": ["class-bench"],
