@@ -339,3 +339,6 @@ def test_loading_a_checkpoint_leaves_the_global_random_state_alone(tmp_path):
     torch.manual_seed(123)
     wt.load_checkpoint(path)
     torch.testing.assert_close(torch.rand(4), expected, rtol=0, atol=0)
+    torch.manual_seed(123)
+    wt.load_gpt_checkpoint(wt.shipped_file("checkpoints/gpt_numerals.pt"))
+    torch.testing.assert_close(torch.rand(4), expected, rtol=0, atol=0)

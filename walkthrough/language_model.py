@@ -184,10 +184,11 @@ def save_gpt_checkpoint(trainer: GPTTrainer, path: str | Path, optimizer: bool =
 
 def load_gpt_checkpoint(path: str | Path) -> GPTTrainer:
     """Rebuild a GPTTrainer from ``save_gpt_checkpoint``'s file, checked whole first (read as plain data: no
-    code from it runs)."""
+    code from it runs). The global random state is left as it was (building the trainer seeds it)."""
     state = read_checkpoint(path, GPT_CHECKPOINT_FORMAT)
     path = Path(path)
-    trainer = GPTTrainer(settings_from(state, GPTSettings, path))
+    with torch.random.fork_rng(devices=[]):  # the CPU generator only: training here is on the CPU
+        trainer = GPTTrainer(settings_from(state, GPTSettings, path))
     if state["itos"] != trainer.vocab.itos:
         raise ValueError(_("{path} was trained with another vocabulary than this task's; retrain it").format(path=path))
     restore(trainer, state, path)
