@@ -229,7 +229,7 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float |
 
     ``top_k``: exactly the k largest stay, even when logits tie (the lower id wins a tie).
     ``top_p`` (nucleus), applied after top_k: the smallest set of most likely tokens whose probability
-    reaches top_p stays (ranked as top_k ranks them); the most likely token always stays.
+    reaches top_p stays (ranked as top_k ranks them); the most likely token always stays; 1 keeps every token.
     """
     _check_logits(logits, "[..., V]")
     _check_filters(logits.size(-1), top_k, top_p)
@@ -249,7 +249,9 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float |
 def next_token_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                      top_p: float | None = None) -> torch.Tensor:
     """logits [..., V] -> the distribution ``sample_next`` draws from [..., V]: logits / temperature, then
-    filtered (``filter_logits``), then softmax. ``temperature=0``: all the mass on the argmax (lower id on a tie)."""
+    filtered (``filter_logits``), then softmax. ``temperature=0``: all the mass on the argmax (lower id on a tie).
+    Logits no token can be ranked by (NaN, +inf, overflowing once divided by a tiny temperature, a row all -inf)
+    are refused with a ValueError naming the cause."""
     _check_logits(logits, "[..., V]")
     _check_temperature(temperature)
     scaled = _check_scores(logits, temperature)  # [..., V]
