@@ -110,6 +110,13 @@ def test_cross_entropy_backward_equals_autograd(smoothing, ignore_index):
     assert counted > 0
 
 
+def test_cross_entropy_backward_ignores_an_ignore_index_outside_the_vocabulary():
+    """-100 (PyTorch's default ignore_index) is no class id, yet the rows holding it are simply not counted."""
+    logits, labels = torch.randn(4, 5), torch.tensor([1, -100, 4, -100])
+    expected, = autograd(lambda x: F.cross_entropy(x, labels, ignore_index=-100), [logits], torch.tensor(1.0))
+    torch.testing.assert_close(backward.cross_entropy_backward(logits, labels, -100), expected)
+
+
 def test_embedding_backward_is_an_index_add_of_the_looked_up_rows():
     table = torch.nn.Embedding(12, 5)
     ids = torch.tensor([[1, 4, 4], [7, 1, 0]])
@@ -164,6 +171,27 @@ def test_float32_agrees_with_autograd_too():
      "d_out must be [*ids.shape, D]"),
     (lambda: backward.embedding_backward(torch.zeros(2, 3).long(), torch.zeros(2, 3, 5), 0), ValueError,
      "num_embeddings"),
+    (lambda: backward.embedding_backward(torch.tensor([[1, 7]]), torch.zeros(1, 2, 5), 7), ValueError,
+     "ids hold token id 7, outside the table's rows [0, 7)"),
+    (lambda: backward.embedding_backward(torch.tensor([[1, -1]]), torch.zeros(1, 2, 5), 7), ValueError,
+     "ids hold token id -1"),
+    (lambda: backward.embedding_backward(torch.tensor([[1.0, 2.0]]), torch.zeros(1, 2, 5), 7), TypeError,
+     "ids must be integer token ids, got torch.float64; use ids.long()"),
+    (lambda: backward.cross_entropy_backward(torch.zeros(2, 5), torch.tensor([1, 7]), 0), ValueError,
+     "labels hold class id 7, outside [0, 5)"),
+    (lambda: backward.cross_entropy_backward(torch.zeros(2, 5), torch.tensor([-3, 1]), 0), ValueError,
+     "labels hold class id -3, outside [0, 5)"),
+    (lambda: backward.layer_norm_backward(torch.zeros(2, 4), torch.ones(4), torch.zeros(2, 4), math.nan),
+     ValueError, "eps must be a positive number"),
+    (lambda: backward.layer_norm_backward(torch.zeros(2, 4), torch.ones(4), torch.zeros(2, 4), math.inf),
+     ValueError, "eps must be a positive number"),
+    (lambda: backward.layer_norm_backward(torch.zeros(2, 0), torch.ones(0), torch.zeros(2, 0)), ValueError,
+     "x has no features (D = 0"),
+    (lambda: backward.linear_backward(torch.zeros(2, 3), torch.zeros(4, 3, dtype=torch.float32), torch.zeros(2, 4)),
+     TypeError, "x, weight, d_out must share one dtype, got x torch.float64, weight torch.float32"),
+    (lambda: backward.attention_backward(*(torch.zeros(1, 1, 3, 2) for _ in range(3)),
+                                         torch.zeros(1, 1, 3, 2, dtype=torch.float32)), TypeError,
+     "q, k, v, d_out must share one dtype"),
 ])
 def test_bad_input_is_refused_with_a_message_that_names_it(call, error, words):
     with pytest.raises(error) as caught:
@@ -172,13 +200,16 @@ def test_bad_input_is_refused_with_a_message_that_names_it(call, error, words):
 
 
 def test_scale_is_square_root_of_d_k():
-    """d_q of one query against one key: the chain rule through ÷√d_k shows as a factor 1/√d_k."""
+    """d_q of one query against two keys: the chain rule through ÷√d_k shows as a factor 1/√d_k. The
+    gradient of the scores comes from autograd, not from the package's softmax_backward."""
     q, k, v = torch.randn(1, 1, 1, 16), torch.randn(1, 1, 2, 16), torch.randn(1, 1, 2, 3)
     d_out = torch.randn(1, 1, 1, 3)
     d_q, _, _ = backward.attention_backward(q, k, v, d_out)
-    weights = (q @ k.transpose(-2, -1) / 4).softmax(-1)
-    d_scores = backward.softmax_backward(weights, d_out @ v.transpose(-2, -1))
-    torch.testing.assert_close(d_q, d_scores @ k / math.sqrt(16))
+    scores = q @ k.transpose(-2, -1)  # [1, 1, 1, 2], not yet scaled
+    (d_scaled,) = autograd(lambda scaled: scaled.softmax(-1) @ v, [scores / math.sqrt(16)], d_out)
+    torch.testing.assert_close(d_q, d_scaled @ k / math.sqrt(16))
+    torch.testing.assert_close(d_q, autograd(lambda q: (q @ k.transpose(-2, -1) / 4).softmax(-1) @ v, [q], d_out)[0])
+    assert not torch.allclose(d_q, d_scaled @ k), "the factor 1/√d_k = 1/4 shows"
 
 
 def check(name, fn, capsys):

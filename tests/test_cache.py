@@ -470,3 +470,66 @@ def test_greedy_decode_accepts_max_len_with_a_deprecation_warning():
     with pytest.warns(DeprecationWarning, match="max_new_tokens"):
         old = wt.greedy_decode(model, src, max_len=5, sos_id=SOS, eos_id=EOS)
     assert torch.equal(old, wt.greedy_decode(model, src, max_new_tokens=5, sos_id=SOS, eos_id=EOS))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reordering rows (beam search's step), and the positions of a left-padded batch.
+
+@torch.no_grad()
+def test_reorder_with_rows_of_different_sources_gives_the_uncached_logits():
+    """Rows swapped between two sources: the cross-attention K/V, the ids and the source all follow, so the
+    next step equals the uncached run on the swapped batch; the old source order is refused, not mis-masked."""
+    model = tiny_model()
+    src = padded_source(batch=3, length=7)  # rows of 7, 6 and 5 real tokens: different sources, different masks
+    memory = model.encode(src)
+    cache = model.new_cache(src)
+    prefix = torch.tensor([[SOS, 9, 11], [SOS, 5, 6], [SOS, 17, 4]])
+    for t in range(prefix.size(1)):
+        model.decode(prefix[:, t:t + 1], memory, src, cache)
+    rows = [2, 0, 0]
+    cache.reorder(torch.tensor(rows))
+    moved, moved_prefix = src[rows], prefix[rows]
+    step = torch.tensor([[7], [8], [9]])
+    with pytest.raises(ValueError, match="the source changed"):
+        model.decode(step, memory[rows], src, cache)
+    cached = model.output_head(model.decode(step, memory[rows], moved, cache))[:, -1]  # [B, V]
+    uncached = model(moved, torch.cat([moved_prefix, step], dim=1))[:, -1]  # [B, V]
+    torch.testing.assert_close(cached, uncached, rtol=1e-4, atol=1e-5)
+
+
+@torch.no_grad()
+def test_reorder_takes_a_list_of_ints_as_the_same_index_as_a_tensor():
+    model = tiny_model()
+    src = padded_source(batch=2)
+    by_list, by_tensor = model.new_cache(src), model.new_cache(src)
+    for cache in (by_list, by_tensor):
+        model.decode(torch.tensor([[SOS], [SOS]]), model.encode(src), src, cache)
+    by_list.reorder([1, 0])
+    by_tensor.reorder(torch.tensor([1, 0]))
+    assert torch.equal(by_list.source, src[[1, 0]]) and torch.equal(by_list.source, by_tensor.source)
+    assert torch.equal(by_list.layers[0].self_attn.k, by_tensor.layers[0].self_attn.k)
+    assert torch.equal(by_list.layers[1].cross_attn.v, by_tensor.layers[1].cross_attn.v)
+    with pytest.raises(TypeError, match=r"rows must be whole-number row indices, got \[1\.0, 0\.0\]"):
+        by_list.reorder([1.0, 0.0])
+    with pytest.raises(TypeError, match="rows must be a tensor of long ids or a list of ints"):
+        by_list.reorder("10")
+    with pytest.raises(ValueError, match=r"rows must be in \[0, 2\), got 0\.\.2"):
+        by_list.reorder([2, 0])
+
+
+@pytest.mark.parametrize("args, error, message", [
+    ((torch.tensor([0, 0, 5, 6]), PAD), ValueError, r"ids must be \[B, t\].*got shape \[4\].*unsqueeze\(0\)"),
+    ((torch.tensor([[0.0, 5.0]]), PAD), TypeError, "ids must be a tensor of integer token ids"),
+    (([[0, 5]], PAD), TypeError, "got list"),
+    ((torch.tensor([[0, 5], [5, 6]]), PAD, 3), ValueError, r"new_positions=3 is more than the 2 ids given"),
+    ((torch.tensor([[0, 5], [5, 6]]), PAD, 0), ValueError, "new_positions must be at least 1"),
+])
+def test_position_ids_refuses_a_wrong_shape(args, error, message):
+    with pytest.raises(error, match=message):
+        wt.position_ids(*args)
+
+
+def test_position_ids_of_a_left_padded_batch():
+    ids = torch.tensor([[PAD, PAD, 5, 6], [5, 6, 7, 8]])
+    assert wt.position_ids(ids, PAD).tolist() == [[0, 0, 0, 1], [0, 1, 2, 3]]
+    assert wt.position_ids(ids, PAD, 1).tolist() == [[1], [3]]

@@ -1,6 +1,7 @@
 import random
 
 import pytest
+import torch
 
 import walkthrough as wt
 from walkthrough import data
@@ -67,3 +68,21 @@ def test_pad_batch_rejects_an_empty_batch():
 def test_held_out_count_is_checked():
     with pytest.raises(ValueError, match="count must be at least 1, got 0"):
         wt.held_out_pairs(0)
+
+
+@pytest.mark.parametrize("rows, pad_id, error, match", [
+    ([[5, 1.7]], 0, TypeError, r"rows must hold whole-number token ids, got 1\.7 \(float\)"),
+    ([[5, -2]], 0, ValueError, "rows must hold token ids >= 0, got -2"),
+    ([[5, True]], 0, TypeError, "got True"),
+    ([[5, torch.tensor(2.0)]], 0, TypeError, "whole-number token ids"),
+    ([[5, 6], [7]], -1, ValueError, "pad_id must hold token ids >= 0, got -1"),
+    ([[5, 6], [7]], 0.0, TypeError, "pad_id must hold whole-number token ids"),
+])
+def test_left_pad_refuses_ids_that_are_no_token_ids(rows, pad_id, error, match):
+    with pytest.raises(error, match=match):
+        wt.left_pad(rows, pad_id)
+
+
+def test_left_pad_takes_ids_read_from_a_tensor():
+    ids = torch.tensor([5, 6, 7])
+    assert wt.left_pad([list(ids), [8]], 0).tolist() == [[5, 6, 7], [0, 0, 8]]

@@ -5,6 +5,7 @@ scores are recomputed by one full forward of each returned sequence, greedy toke
 """
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -311,3 +312,130 @@ def test_the_beam_tree_draws_a_node_per_beam_and_step():
     texts = [t.get_text() for t in figure.axes[0].texts]
     assert texts == ["eight\n-0.10", "<eos>\n-5.00", "thousand\n-0.20", "<eos>\n-5.00"]
     assert len(figure.axes[0].lines) == 2  # each beam of step 2 joined to its parent
+
+
+# ---- one tie rule everywhere: the lower id ----------------------------------------------------------------
+
+TIED = (6, 7)  # ids whose logits tie at every step; topk on CPU returns 7 of these two, a stable sort 6
+
+
+def tied_head(model, tied=TIED):
+    """Every step's logits equal: 0 for every id, 5 for the ``tied`` ones (the output head's bias only)."""
+    with torch.no_grad():
+        model.output_head.proj.weight.zero_()
+        model.output_head.proj.bias.zero_()
+        model.output_head.proj.bias[list(tied)] = 5.0
+    return model
+
+
+@pytest.mark.parametrize("tied", [TIED, (3, 11), (0, 12)])
+def test_tied_logits_pick_the_lower_id_at_every_entry_point(tied):
+    model, gpt, src = tied_head(tiny_model(), tied), tied_head(tiny_gpt(), tied), source(batch=2)
+    prompt = torch.randint(4, 13, (2, 3), generator=torch.Generator().manual_seed(3))
+    lower = min(tied)
+    logits = torch.zeros(2, 13).index_fill(1, torch.tensor(tied), 5.0)  # [B, V]
+    assert wt.sample_next(logits, 0).tolist() == [lower, lower]
+    assert wt.sample_next(logits, 1.0, top_k=1).tolist() == [lower, lower]
+    assert wt.next_token_probs(logits, 0)[:, lower].tolist() == [1.0, 1.0]
+    expected = [[SOS] + [lower] * 3] * 2
+    assert wt.greedy_decode(model, src, 3, SOS, EOS).tolist() == expected
+    assert wt.sample_decode(model, src, 3, SOS, EOS, temperature=0).tolist() == expected
+    assert wt.sample_decode(model, src, 3, SOS, EOS, top_k=1).tolist() == expected
+    for use_cache in (True, False):
+        assert wt.beam_search(model, src, 3, SOS, EOS, beam_size=1, use_cache=use_cache)[0].tolist() == expected
+    continued = [row + [lower] * 3 for row in prompt.tolist()]
+    assert wt.greedy_generate(gpt, prompt, 3).tolist() == continued
+    assert wt.generate(gpt, prompt, 3, temperature=0).tolist() == continued
+    assert wt.generate(gpt, prompt, 3, top_k=1).tolist() == continued
+
+
+def test_tied_beams_rank_the_lower_beam_then_the_lower_id_first():
+    """Four equal continuations of two equal beams (6 and 7): kept in flat order, (beam 0, 6) then (beam 0, 7)."""
+    _, _, every, scores = wt.beam_search(tied_head(tiny_model()), source(batch=1), 2, SOS, EOS, beam_size=2,
+                                         return_all=True)
+    assert every[0].tolist() == [[SOS, 6, 6], [SOS, 6, 7]]
+    assert scores[0, 0] == scores[0, 1]
+
+
+# ---- logits that cannot be ranked, and top_p = 1 -----------------------------------------------------------
+
+@pytest.mark.parametrize("call, match", [
+    (lambda logits: wt.sample_next(logits, 1e-40), r"temperature=1e-40 is too small: logits / temperature overflow"),
+    (lambda logits: wt.next_token_probs(logits, 1e-300), r"temperature=1e-300 is too small.*temperature=0 for greedy"),
+    (lambda logits: wt.sample_next(logits.index_fill(1, torch.tensor([3]), math.nan), 0),
+     r"logits hold NaN \(rows \[0, 1\]\)"),
+    (lambda logits: wt.next_token_probs(logits.index_fill(1, torch.tensor([3]), math.nan), 0.7), "logits hold NaN"),
+    (lambda logits: wt.sample_next(logits.index_fill(1, torch.tensor([2]), math.inf), 1.0), r"logits hold \+inf"),
+    (lambda logits: wt.sample_next(torch.full_like(logits, -math.inf), 0), r"every logit of rows \[0, 1\] is -inf"),
+    (lambda logits: wt.sample_next(torch.full_like(logits, -math.inf), 1.0, top_k=2), "no token is left"),
+])
+def test_logits_that_cannot_be_ranked_are_refused_naming_the_cause(call, match):
+    logits = torch.randn(2, 10, generator=torch.Generator().manual_seed(0))  # [B, V]
+    with pytest.raises(ValueError, match=match):
+        call(logits)
+
+
+def test_a_model_that_computes_nan_stops_greedy_decoding_with_a_message():
+    model = tiny_model()
+    with torch.no_grad():
+        model.output_head.proj.bias[5] = math.nan
+    with pytest.raises(ValueError, match="logits hold NaN"):
+        wt.greedy_decode(model, source(batch=2), 3, SOS, EOS)
+
+
+def test_filtered_out_tokens_still_sample_from_the_rest():
+    logits = torch.tensor([[0.0, -math.inf, -math.inf]])
+    assert wt.sample_next(logits, 1.0).tolist() == [0]
+    assert wt.next_token_probs(logits, 0.5).tolist() == [[1.0, 0.0, 0.0]]
+
+
+def test_top_p_one_keeps_every_token_even_when_the_cumulative_sum_rounds_to_one():
+    logits = torch.zeros(1, 1000)
+    logits[0, 0] = 20.0  # the first token holds nearly all the mass: the running sum reaches 1.0 in float32
+    assert wt.filter_logits(logits, top_p=1.0).isfinite().all()
+    assert wt.filter_logits(logits, top_p=1).isfinite().all()
+    torch.testing.assert_close(wt.next_token_probs(logits, 1.0, top_p=1.0), logits.softmax(-1), rtol=0, atol=0)
+
+
+# ---- an encoder-decoder source of PAD only ----------------------------------------------------------------
+
+@pytest.mark.parametrize("decode", [
+    lambda model, src: wt.greedy_decode(model, src, 3, SOS, EOS),
+    lambda model, src: next(wt.greedy_steps(model, src, 3, SOS, EOS)),
+    lambda model, src: wt.sample_decode(model, src, 3, SOS, EOS, temperature=0.8),
+    lambda model, src: wt.beam_search(model, src, 3, SOS, EOS, beam_size=2),
+], ids=["greedy_decode", "greedy_steps", "sample_decode", "beam_search"])
+def test_a_source_of_pad_only_is_refused_as_a_gpt_prompt_of_pad_only_is(decode):
+    src = source(batch=3)
+    src[1] = PAD
+    with pytest.raises(ValueError, match=r"src rows \[1\] hold only PAD \(id 0\): give every source at least one"):
+        decode(tiny_model(), src)
+    with pytest.raises(ValueError, match=r"prompt rows \[1\] hold only PAD"):
+        wt.greedy_generate(tiny_gpt(), src, 3)
+
+
+def test_a_start_token_equal_to_pad_is_not_refused():
+    """Marian starts decoding with its pad id: legitimate, decoded like any other start token."""
+    ids = wt.greedy_decode(tiny_model(), source(batch=2), 3, PAD, EOS)
+    assert ids[:, 0].tolist() == [PAD, PAD]
+
+
+# ---- the hints of the sampling and beam arguments, in Chinese ---------------------------------------------
+
+@pytest.fixture
+def chinese():
+    wt.set_language("zh")
+    yield
+    wt.set_language("en")
+
+
+def test_the_argument_hints_are_translated(chinese):
+    with pytest.raises(ValueError) as beam:
+        wt.beam_search(tiny_model(), source(), 5, SOS, EOS, beam_size=0)
+    with pytest.raises(ValueError) as top_k:
+        wt.sample_next(torch.zeros(2, 10), top_k=0)
+    with pytest.raises(ValueError) as block:
+        wt.flash_attention(*(torch.zeros(1, 1, 2, 2) for _ in range(3)), block_q=0)
+    for caught, english in ((beam, "1 is greedy"), (top_k, "None keeps"), (block, "a block is")):
+        message = str(caught.value)
+        assert english not in message and re.search(r"[\u4e00-\u9fff]", message), message

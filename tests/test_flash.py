@@ -235,6 +235,7 @@ BAD = [
     ({"mask": torch.ones(2, 1, 1, 6, dtype=torch.bool)}, ValueError, "mask shape [2, 1, 1, 6] does not broadcast"),
     ({"mask": torch.ones(2, 1, 1, 7)}, TypeError, "mask must be a bool tensor"),
     ({"q": [[1.0]]}, TypeError, "q must be a torch tensor"),
+    ({"q": torch.randn(2, 2, 5, 0), "k": torch.randn(2, 2, 7, 0)}, ValueError, "q and k have d_k = 0 features"),
 ]
 
 
@@ -298,3 +299,38 @@ def test_the_exercise_names_a_forgotten_rescale(capsys):
 
     result = wt.check_exercise("online_softmax_step", forgot_the_rescale)
     assert not result and "forgot to rescale" in result.message and "exp(m - m_new)" in result.message
+
+
+def test_float16_accumulates_in_float32_past_float16s_largest_number():
+    """70,000 equal scores: the running sum l reaches 70,000 > 65,504 (float16's largest), which is inf in
+    float16. Accumulated in float32, out is the mean of V, as PyTorch gives, and comes back in float16."""
+    L_k = 70_000
+    q = torch.zeros(1, 1, 2, 2, dtype=torch.float16)  # [B, H, L_q, d_k]: every score 0, so all equal
+    k = torch.randn(1, 1, L_k, 2, generator=torch.Generator().manual_seed(0)).half()
+    v = torch.ones(1, 1, L_k, 3, dtype=torch.float16) + torch.linspace(0, 1, L_k)[None, None, :, None].half()
+    out, lse = wt.flash_attention(q, k, v, block_k=4096)
+    assert out.dtype == torch.float16 and lse.dtype == torch.float32
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v))
+    torch.testing.assert_close(out.double(), v.double().mean(-2, keepdim=True).expand(1, 1, 2, 3), rtol=1e-3, atol=0)
+    torch.testing.assert_close(lse, torch.full((1, 1, 2), math.log(L_k)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_equals_pytorch_with_masks_and_causal(dtype):
+    q, k, v = inputs(2, 2, 21, 21, 8, dtype=dtype)
+    mask = padding(2, 21, [21, 9])
+    out, _lse = wt.flash_attention(q, k, v, mask, causal=True, block_q=8, block_k=8)
+    expected = F.scaled_dot_product_attention(*(x.double() for x in (q, k, v)), full_mask(mask, True, 21, 21))
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.double(), expected, rtol=1e-2, atol=1e-2)
+
+
+def test_runs_on_the_device_of_its_inputs():
+    """Every tensor it makes (the running max, sum and output, the causal index of a diagonal tile) is made on
+    q's device: the meta device shows it without any data (CUDA takes the same path)."""
+    q, k, v = (x.to("meta") for x in inputs(1, 2, 20, 20, 4))
+    out, lse = wt.flash_attention(q, k, v, padding(1, 20, [12]).to("meta"), causal=True, block_q=8, block_k=8)
+    assert (out.device.type, tuple(out.shape)) == ("meta", (1, 2, 20, 4))
+    assert (lse.device.type, tuple(lse.shape)) == ("meta", (1, 2, 20))
+    grads = wt.flash_attention_backward(q, k, v, out, lse, torch.ones_like(out), causal=True, block_q=8, block_k=8)
+    assert [g.device.type for g in grads] == ["meta"] * 3

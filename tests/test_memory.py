@@ -123,6 +123,9 @@ def test_checkpointing_the_encoder_saves_less_and_keeps_the_gradients():
     (lambda: wt.training_memory(SMALL, 0, 10, 4), ValueError, "batch must be at least 1"),
     (lambda: wt.training_memory(SMALL, 32, 10.0, 4), TypeError, "src_len must be a whole number"),
     (lambda: wt.training_memory(SMALL, 32, 10, 4, smoothing=1.5), ValueError, "smoothing must be"),
+    (lambda: wt.training_memory(SMALL, 2, SMALL.max_len + 1, 4), ValueError,
+     f"src_len={SMALL.max_len + 1} is longer than the model's max_len={SMALL.max_len}"),
+    (lambda: wt.training_memory(SMALL, 2, 4, 10_000), ValueError, "tgt_len=10000 is longer than"),
 ])
 def test_bad_input_is_refused_with_a_message_that_names_it(call, error, words):
     with pytest.raises(error) as caught:

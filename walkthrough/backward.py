@@ -32,6 +32,14 @@ def _check_same_shape(name: str, value: torch.Tensor, expected: torch.Size, what
                              name=name, what=what, list_expected=list(expected), value_shape=list(value.shape)))
 
 
+def _check_same_dtype(**tensors: torch.Tensor) -> None:
+    """One dtype for every tensor of a step (a matrix product of float32 and float64 has none)."""
+    if len({t.dtype for t in tensors.values()}) > 1:
+        listed = ", ".join(f"{name} {t.dtype}" for name, t in tensors.items())
+        raise TypeError(_("{names} must share one dtype, got {listed}: convert them with .to(...), e.g. "
+                          "x.to(weight.dtype)").format(names=", ".join(tensors), listed=listed))
+
+
 def softmax_backward(probs: torch.Tensor, d_probs: torch.Tensor) -> torch.Tensor:
     """probs = softmax(scores) over the last dim, d_probs = ∂loss/∂probs -> d_scores, both [..., L_k].
 
@@ -55,6 +63,7 @@ def linear_backward(x: torch.Tensor, weight: torch.Tensor, d_out: torch.Tensor
     _check_tensor("x", x)
     _check_tensor("weight", weight, "D_out D_in")
     _check_tensor("d_out", d_out)
+    _check_same_dtype(x=x, weight=weight, d_out=d_out)
     if x.size(-1) != weight.size(1):
         raise ValueError(_("x has {x_size_1} features but weight [D_out, D_in] = {weight_shape} expects "
                          "{weight_size_1}: pass nn.Linear's .weight as it is (not transposed)").format(
@@ -84,6 +93,7 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d_out:
                          "v [B, H, L_k, d_v] = {v_shape} do not fit together").format(
                              q_shape=list(q.shape), k_shape=list(k.shape), v_shape=list(v.shape)))
     _check_same_shape("d_out", d_out, q.shape[:-1] + (v.size(-1),), "the context [B, H, L_q, d_v]")
+    _check_same_dtype(q=q, k=k, v=v, d_out=d_out)
     scale = math.sqrt(q.size(-1))
     scores = q @ k.transpose(-2, -1) / scale  # [B, H, L_q, L_k]
     if mask is not None:
@@ -115,7 +125,10 @@ def layer_norm_backward(x: torch.Tensor, weight: torch.Tensor, d_out: torch.Tens
         raise ValueError(_("weight must be [D] = [{x_size_1}] (one scale per feature of x), got {weight_shape}").format(
             x_size_1=x.size(-1), weight_shape=list(weight.shape)))
     _check_same_shape("d_out", d_out, x.shape, "x")
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or eps <= 0:
+    if x.size(-1) == 0:
+        raise ValueError(_("x has no features (D = 0, shape {x_shape}): LayerNorm takes the mean and variance "
+                           "of each token's D features, so D must be at least 1").format(x_shape=list(x.shape)))
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < math.inf:  # NaN fails too
         raise ValueError(_("eps must be a positive number (nn.LayerNorm's default is 1e-5), got {eps!r}").format(
             eps=eps))
     mean = x.mean(dim=-1, keepdim=True)  # [..., 1]
@@ -154,8 +167,13 @@ def cross_entropy_backward(logits: torch.Tensor, labels: torch.Tensor, ignore_in
         raise ValueError(_("every label is ignore_index={ignore_index}: no token counts, so the mean loss is "
                          "undefined; pass a batch with at least one real token").format(ignore_index=ignore_index))
     vocab = logits.size(-1)
+    outside = counted & ((labels < 0) | (labels >= vocab))  # [...]
+    if outside.any():
+        raise ValueError(_("labels hold class id {bad}, outside [0, {vocab}) (V = logits.size(-1) = {vocab}), and "
+                           "it is not ignore_index={ignore_index}: check the labels against the vocabulary").format(
+                               bad=labels[outside][0].item(), vocab=vocab, ignore_index=ignore_index))
     target = torch.full_like(logits, smoothing / vocab)  # [..., V]
-    target.scatter_add_(-1, labels.clamp(0, vocab - 1).unsqueeze(-1),
+    target.scatter_add_(-1, labels.masked_fill(~counted, 0).unsqueeze(-1),  # ignored rows: any id, zeroed below
                         torch.full_like(logits[..., :1], 1 - smoothing))  # (1 - ε) more on the label
     d_logits = (logits.softmax(dim=-1) - target) / count  # [..., V]
     return torch.where(counted.unsqueeze(-1), d_logits, 0.0)
@@ -176,6 +194,13 @@ def embedding_backward(ids: torch.Tensor, d_out: torch.Tensor, num_embeddings: i
     if isinstance(num_embeddings, bool) or not isinstance(num_embeddings, int) or num_embeddings < 1:
         raise ValueError(_("num_embeddings must be the table's number of rows (the vocabulary size), "
                          "got {num_embeddings!r}").format(num_embeddings=num_embeddings))
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(_("ids must be integer token ids, got {dtype}; use ids.long()").format(dtype=ids.dtype))
+    if ids.numel() and not 0 <= int(ids.min()) <= int(ids.max()) < num_embeddings:
+        bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+        raise ValueError(_("ids hold token id {bad}, outside the table's rows [0, {num_embeddings}): check the "
+                           "ids, or pass the table's own size as num_embeddings").format(
+                               bad=bad, num_embeddings=num_embeddings))
     d_table = d_out.new_zeros(num_embeddings, d_out.size(-1))  # [V, D]
     return d_table.index_add_(0, ids.reshape(-1), d_out.reshape(-1, d_out.size(-1)))
 

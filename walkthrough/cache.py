@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .config import check_positive_int
 from .i18n import _
 from .masks import decoder_self_mask
 
@@ -129,13 +130,23 @@ class DecodingCache:
                 c.self_attn.k, c.self_attn.v, c.cross_attn.k, c.cross_attn.v = k, v, ck, cv
             raise
 
-    def reorder(self, rows: torch.Tensor) -> None:
-        """Row i now continues old row ``rows[i]`` (beam search: the surviving beams; rows [B'] long ids).
+    def reorder(self, rows: torch.Tensor | list[int]) -> None:
+        """Row i now continues old row ``rows[i]`` (beam search: the surviving beams; rows [B'] long ids, or a
+        list of ints: the same index written by hand).
 
         The growing self-attention K/V [B', H_kv, t, d_k] and the ids [B', t] are gathered along the batch
         dim (``index_select``). The fixed cross-attention K/V are left alone when every row keeps a row of
-        the same source (beams of one sentence: expanded once, never copied again), gathered otherwise.
+        the same source (beams of one sentence: expanded once, never copied again), gathered otherwise; the
+        source is gathered with them, so the next step is checked against (and masked by) row i's own source.
         """
+        if isinstance(rows, (list, tuple)):
+            if not all(isinstance(row, int) and not isinstance(row, bool) for row in rows):
+                raise TypeError(_("rows must be whole-number row indices, got {rows!r}").format(rows=rows))
+            device = self.ids.device if self.ids is not None else None
+            rows = torch.tensor(rows, dtype=torch.long, device=device)
+        if not isinstance(rows, torch.Tensor):
+            raise TypeError(_("rows must be a tensor of long ids or a list of ints (one old row per new row), got "
+                              "{type}").format(type=type(rows).__name__))
         if rows.dtype != torch.long or rows.dim() != 1 or rows.numel() != self.batch:
             raise ValueError(_("rows must be {batch} long ids (one old row per new row), got "
                              "{dtype} of shape {rows_shape}").format(
@@ -146,6 +157,8 @@ class DecodingCache:
         same_source = self.source is not None and torch.equal(self.source.index_select(0, rows), self.source)
         if self.ids is not None:
             self.ids = self.ids.index_select(0, rows)  # [B', t]
+        if not same_source and self.source is not None:
+            self.source = self.source.index_select(0, rows)  # [B', L_src]: row i's source, as its cross K/V
         for c in self.layers:
             caches = (c.self_attn,) if same_source else (c.self_attn, c.cross_attn)
             for kv in caches:
@@ -164,6 +177,18 @@ def position_ids(ids: torch.Tensor, pad_id: int, new_positions: int | None = Non
     Each row counts from its first real token, so left padding takes no position: a left-padded prompt
     gets the positions it has alone. The PAD before it get 0 (they are never attended to).
     """
+    if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise TypeError(_("ids must be a tensor of integer token ids [B, t], got {got}").format(got=got))
+    if ids.dim() != 2:
+        raise ValueError(_("ids must be [B, t] (every id so far, one row per sequence), got shape {shape}; for "
+                           "one sequence use ids.unsqueeze(0)").format(shape=list(ids.shape)))
+    if new_positions is not None:
+        check_positive_int("new_positions", new_positions)
+        if new_positions > ids.size(1):
+            raise ValueError(_("new_positions={new_positions} is more than the {t} ids given: the new ids are "
+                               "the last ones of ids [B, t], so new_positions is at most t").format(
+                                   new_positions=new_positions, t=ids.size(1)))
     first = (ids != pad_id).long().argmax(dim=1)  # [B]: index of the first real token (argmax: the first max)
     positions = (torch.arange(ids.size(1), device=ids.device) - first[:, None]).clamp(min=0)  # [B, t]
     return positions if new_positions is None else positions[:, ids.size(1) - new_positions:]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import random
 import warnings
 from collections.abc import Iterable, Sequence
@@ -71,8 +72,25 @@ def left_pad(rows: Sequence[Sequence[int]], pad_id: int = Vocab.pad_id) -> torch
     """
     if not rows or any(len(r) == 0 for r in rows):
         raise ValueError(_("rows must be one or more prompts of at least one id each: drop the empty ones"))
+    pad_id = _token_id("pad_id", pad_id)
+    rows = [[_token_id("rows", i) for i in r] for r in rows]
     width = max(len(r) for r in rows)
-    return torch.tensor([[pad_id] * (width - len(r)) + list(r) for r in rows], dtype=torch.long)
+    return torch.tensor([[pad_id] * (width - len(r)) + r for r in rows], dtype=torch.long)
+
+
+def _token_id(name: str, value) -> int:
+    """A whole number >= 0 (an int, or an integer one-number tensor read from ids): a float would be truncated."""
+    is_bool = isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool)
+    try:
+        whole = None if is_bool else operator.index(value)
+    except TypeError:
+        whole = None
+    if whole is None:
+        raise TypeError(_("{name} must hold whole-number token ids, got {value!r} ({type})").format(
+            name=name, value=value, type=type(value).__name__))
+    if whole < 0:
+        raise ValueError(_("{name} must hold token ids >= 0, got {value}").format(name=name, value=whole))
+    return whole
 
 
 # The phrase examples: the source articles' 早上好 -> good morning, and one longer pair.

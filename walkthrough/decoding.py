@@ -41,6 +41,18 @@ def _new_tokens(max_new_tokens: int | None, max_len: int | None) -> int:
     return max_len
 
 
+def check_source(model: Transformer, src: torch.Tensor) -> None:
+    """src [B, L_src]: token ids of the source vocabulary, at least one real (non-PAD) token per row, as a
+    GPT's prompt must have: a row of PAD only has nothing to attend to and would decode silently."""
+    check_ids(src, model.cfg.src_vocab_size, "src")
+    if src.device.type == "meta":  # shapes only: no ids to look at
+        return
+    empty = (~(src != model.cfg.pad_id).any(dim=1)).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(_("src rows {rows} hold only PAD (id {pad_id}): give every source at least one token "
+                           "(drop the empty sentences)").format(rows=empty, pad_id=model.cfg.pad_id))
+
+
 def _check_model(model, wanted: type, right: str) -> None:
     if not isinstance(model, wanted):
         raise TypeError(_("model must be a walkthrough.{type}, got {type_}; {right}").format(
@@ -61,6 +73,7 @@ def greedy_steps(model: Transformer, src: torch.Tensor, max_new_tokens: int | No
     max_new_tokens = _new_tokens(max_new_tokens, max_len)
     _check_model(model, Transformer, "for a GPT use wt.greedy_generate(model, prompt, max_new_tokens)")
     check_decoding_ids(model, model.cfg.tgt_vocab_size, max_new_tokens, sos_id=sos_id, eos_id=eos_id)
+    check_source(model, src)
     yield from _decode_steps(model, src, max_new_tokens, sos_id, eos_id, use_cache, 0, None, None, None)
 
 
@@ -114,6 +127,7 @@ def sample_decode(model: Transformer, src: torch.Tensor, max_new_tokens: int, so
     _check_model(model, Transformer, "for a GPT use wt.generate(model, prompt, max_new_tokens, ...)")
     check_decoding_ids(model, model.cfg.tgt_vocab_size, max_new_tokens, sos_id=sos_id, eos_id=eos_id)
     _check_sampling(model.cfg.tgt_vocab_size, src.device, temperature, top_k, top_p, generator)
+    check_source(model, src)
     for prefix, _probs in _decode_steps(model, src, max_new_tokens, sos_id, eos_id, use_cache, temperature, top_k,
                                         top_p, generator):
         ys = prefix  # each step's [B, V] probabilities are dropped as the next step's arrive
@@ -144,7 +158,7 @@ def _check_temperature(temperature) -> None:
 
 def _check_filters(vocab_size: int, top_k, top_p) -> None:
     if top_k is not None:
-        check_positive_int("top_k", top_k, " (None keeps every token)")
+        check_positive_int("top_k", top_k, _(" (None keeps every token)"))
         if top_k > vocab_size:
             raise ValueError(_("top_k={top_k} is more than the vocabulary's {vocab_size} tokens: use at most "
                              "{vocab_size}, or None to keep every token").format(top_k=top_k, vocab_size=vocab_size))
@@ -152,8 +166,8 @@ def _check_filters(vocab_size: int, top_k, top_p) -> None:
         if isinstance(top_p, bool) or not isinstance(top_p, (int, float)):
             raise TypeError(_("top_p must be a probability such as 0.9, got {top_p!r}").format(top_p=top_p))
         if not 0 < top_p <= 1:  # NaN fails this too
-            raise ValueError(_("top_p must be in (0, 1] (1 keeps every token, 0.9 the most likely ones up to 90% "
-                             "of the probability), got {top_p}").format(top_p=top_p))
+            raise ValueError(_("top_p must be in (0, 1] (1 keeps every token, 0.9 the most likely ones whose "
+                             "probabilities add up to 0.9), got {top_p}").format(top_p=top_p))
 
 
 def _check_logits(logits, dims: str) -> None:
@@ -163,6 +177,33 @@ def _check_logits(logits, dims: str) -> None:
     if logits.dim() == 0 or logits.size(-1) == 0:
         raise ValueError(_("logits must be {dims} with at least one token, got shape {logits_shape}").format(
             dims=dims, logits_shape=list(logits.shape)))
+
+
+def _check_scores(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """logits [..., V] -> logits / temperature (the logits themselves at temperature 0), refused unless every
+    row can rank its tokens: no NaN, no +inf, no overflow from a tiny temperature, one token above -inf."""
+    def rows(bad: torch.Tensor) -> list[int]:  # bad [..., V] -> the rows (flattened) holding one
+        return bad.reshape(-1, logits.size(-1)).any(-1).nonzero().flatten().tolist()
+
+    if logits.isnan().any():
+        raise ValueError(_("logits hold NaN (rows {rows}): a NaN has no rank, so no token can be chosen; the "
+                           "model computed it (look for a NaN weight or input)").format(rows=rows(logits.isnan())))
+    if (logits == math.inf).any():
+        raise ValueError(_("logits hold +inf (rows {rows}): an infinite logit has no probability to compare; "
+                           "the model overflowed (look for a huge weight, or float16 overflow)").format(
+                               rows=rows(logits == math.inf)))
+    scaled = logits if temperature == 0 else logits / temperature
+    overflow = scaled.isinf() & logits.isfinite()
+    if overflow.any():
+        largest = logits[logits.isfinite()].abs().max().item()
+        raise ValueError(_("temperature={temperature} is too small: logits / temperature overflow {dtype} "
+                           "(the largest logit is {largest:.4g}); use temperature=0 for greedy decoding, or at "
+                           "least {lowest:.3g}").format(temperature=temperature, dtype=logits.dtype, largest=largest,
+                                                        lowest=largest / torch.finfo(logits.dtype).max))
+    if (scaled == -math.inf).all(-1).any():
+        raise ValueError(_("every logit of rows {rows} is -inf: no token is left to choose").format(
+            rows=rows((scaled == -math.inf).all(-1, keepdim=True).expand_as(scaled))))
+    return scaled
 
 
 def _check_generator(generator, device: torch.device) -> None:
@@ -188,7 +229,7 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float |
 
     ``top_k``: exactly the k largest stay, even when logits tie (the lower id wins a tie).
     ``top_p`` (nucleus), applied after top_k: the smallest set of most likely tokens whose probability
-    reaches top_p stays (ranked as top_k ranks them); the most likely token always stays.
+    reaches top_p stays (ranked as top_k ranks them); the most likely token always stays; 1 keeps every token.
     """
     _check_logits(logits, "[..., V]")
     _check_filters(logits.size(-1), top_k, top_p)
@@ -196,7 +237,7 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float |
     keep_ranked = torch.ones_like(order, dtype=torch.bool)  # [..., V] by rank
     if top_k is not None:
         keep_ranked[..., top_k:] = False
-    if top_p is not None:
+    if top_p is not None and top_p < 1:  # 1 keeps every token, exactly (a cumulative sum may round to 1 early)
         probs = logits.gather(-1, order).masked_fill(~keep_ranked, -math.inf).softmax(-1)  # [..., V] by rank
         above = torch.cat([torch.zeros_like(probs[..., :1]), probs.cumsum(-1)[..., :-1]], dim=-1)  # mass ranked above
         keep_ranked &= above < top_p  # stop once the tokens above already reach top_p
@@ -208,12 +249,15 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float |
 def next_token_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                      top_p: float | None = None) -> torch.Tensor:
     """logits [..., V] -> the distribution ``sample_next`` draws from [..., V]: logits / temperature, then
-    filtered (``filter_logits``), then softmax. ``temperature=0``: all the mass on the argmax (lower id on a tie)."""
+    filtered (``filter_logits``), then softmax. ``temperature=0``: all the mass on the argmax (lower id on a tie).
+    Logits no token can be ranked by (NaN, +inf, overflowing once divided by a tiny temperature, a row all -inf)
+    are refused with a ValueError naming the cause."""
     _check_logits(logits, "[..., V]")
     _check_temperature(temperature)
+    scaled = _check_scores(logits, temperature)  # [..., V]
     if temperature == 0:
         return torch.zeros_like(logits).scatter(-1, logits.argmax(-1, keepdim=True), 1.0)
-    return filter_logits(logits / temperature, top_k, top_p).softmax(-1)
+    return filter_logits(scaled, top_k, top_p).softmax(-1)
 
 
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -226,7 +270,8 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
             logits_shape=list(logits.shape)))
     _check_sampling(logits.size(-1), logits.device, temperature, top_k, top_p, generator)
     if temperature == 0:
-        return logits.argmax(-1)  # [B]
+        _check_scores(logits, 0)
+        return logits.argmax(-1)  # [B], the first max: the lower id on a tie
     probs = next_token_probs(logits, temperature, top_k, top_p)  # [B, V]
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # [B]
 
@@ -327,7 +372,8 @@ def beam_search(model: Transformer, src: torch.Tensor, max_new_tokens: int | Non
     _check_model(model, Transformer, "for a GPT use wt.generate(model, prompt, max_new_tokens, ...)")
     vocab, pad_id = model.cfg.tgt_vocab_size, model.cfg.pad_id
     check_decoding_ids(model, vocab, max_new_tokens, sos_id=sos_id, eos_id=eos_id)
-    check_positive_int("beam_size", beam_size, " (1 is greedy decoding)")
+    check_source(model, src)
+    check_positive_int("beam_size", beam_size, _(" (1 is greedy decoding)"))
     if beam_size > vocab:
         raise ValueError(_("beam_size={beam_size} is more than the {vocab} target tokens: the first step could not "
                          "fill the beams; use at most {vocab}").format(beam_size=beam_size, vocab=vocab))
@@ -358,7 +404,9 @@ def beam_search(model: Transformer, src: torch.Tensor, max_new_tokens: int | Non
             total = log_p[..., None] + step  # [B, beam, V]
             new_lengths = lengths + (~finished).long()  # [B, beam]
             ranked = total / length_penalty_factor(new_lengths, length_penalty)[..., None]  # [B, beam, V]
-            choice = ranked.view(batch, k * vocab).topk(k, dim=-1).indices  # [B, beam], best first
+            # a stable sort, not topk (whose ties fall either way): of equal scores the lower beam, then the
+            # lower token id wins, the tie rule of greedy decoding and top_k; [B, beam], best first
+            choice = ranked.view(batch, k * vocab).sort(dim=-1, descending=True, stable=True).indices[:, :k]
             beam, token = choice // vocab, choice % vocab  # [B, beam] each: which old beam, which token
             log_p = total.view(batch, k * vocab).gather(-1, choice)
             lengths = new_lengths.gather(-1, beam)

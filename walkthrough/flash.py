@@ -85,10 +85,12 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
 
     Equal to ``scaled_dot_product_attention(q, k, v, mask)`` (float rounding aside); ``causal=True`` adds
     the causal mask and skips the tiles above its diagonal. ``lse`` = logsumexp of the row's scaled,
-    masked scores.
+    masked scores. Half-precision inputs are accumulated in float32, as FlashAttention does (a running sum of
+    70,000 equal weights passes float16's 65,504): out comes back in the input dtype, lse stays float32.
     """
     mask = _check_inputs(q, k, v, mask, causal, block_q, block_k)
-    lowest = torch.finfo(q.dtype).min
+    lowest = torch.finfo(q.dtype).min  # a blocked score; float32 holds float16's and bfloat16's exactly
+    running = torch.promote_types(q.dtype, torch.float32)  # the dtype of m, l and acc
     scale = 1 / math.sqrt(q.size(-1))
     by_block: dict[int, list[Tile]] = {}  # query block start -> its tiles (causal: none for a block above them all)
     for tile in flash_tiles(q.size(2), k.size(2), block_q, block_k, causal):
@@ -96,18 +98,18 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
     outs, lses = [], []
     for start in range(0, q.size(2), block_q):
         rows = slice(start, start + block_q)
-        q_block = q[:, :, rows]  # [B, H, b_q, d_k]
-        m = torch.full(q_block.shape[:3], lowest, dtype=q.dtype)  # [B, H, b_q]
+        q_block = q[:, :, rows].to(running)  # [B, H, b_q, d_k]
+        m = torch.full(q_block.shape[:3], lowest, dtype=running, device=q.device)  # [B, H, b_q]
         sum_exp = torch.zeros_like(m)  # [B, H, b_q]: l
-        acc = torch.zeros(*q_block.shape[:3], v.size(-1), dtype=q.dtype)  # [B, H, b_q, d_v]
+        acc = torch.zeros(*q_block.shape[:3], v.size(-1), dtype=running, device=q.device)  # [B, H, b_q, d_v]
         for tile in by_block.get(start, []):
             scores = _scores(q_block, k, tile, mask, scale, k.size(2) - q.size(2), lowest)  # [B, H, b_q, b_k]
-            m, sum_exp, acc = online_softmax_step(m, sum_exp, acc, scores, v[:, :, _cut(tile.keys)])
+            m, sum_exp, acc = online_softmax_step(m, sum_exp, acc, scores, v[:, :, _cut(tile.keys)].to(running))
         # A row that saw only blocked scores (m still the minimum) gets equal weights on all L_k keys,
         # skipped tiles included, as the plain path gives it. l >= 1 once a tile is seen (its max adds exp(0)).
         blocked = m == lowest  # [B, H, b_q]
         sum_exp = sum_exp.clamp(min=1)
-        outs.append(torch.where(blocked[..., None], v.mean(-2, keepdim=True), acc / sum_exp[..., None]))
+        outs.append(torch.where(blocked[..., None], v.mean(-2, keepdim=True), acc / sum_exp[..., None]).to(q.dtype))
         lses.append(torch.where(blocked, lowest, m + sum_exp.log()))
     return torch.cat(outs, dim=2), torch.cat(lses, dim=2)  # [B, H, L_q, d_v], [B, H, L_q]
 
@@ -159,20 +161,21 @@ def _scores(q_block: torch.Tensor, k: torch.Tensor, tile: Tile, mask: torch.Tens
             offset: int, lowest: float) -> torch.Tensor:
     """One tile's scaled scores [B, H, b_q, b_k], the blocked ones set to ``lowest``: by the mask, and by the
     causal mask (query i sees keys up to i + offset) on a tile the diagonal crosses."""
-    scores = q_block @ k[:, :, _cut(tile.keys)].transpose(-2, -1) * scale  # [B, H, b_q, b_k]
+    scores = q_block @ k[:, :, _cut(tile.keys)].to(q_block.dtype).transpose(-2, -1) * scale  # [B, H, b_q, b_k]
     if mask is not None:
         rows = _cut(tile.queries) if mask.size(2) > 1 else slice(None)  # a dim of 1 broadcasts: keep it whole
         keys = _cut(tile.keys) if mask.size(3) > 1 else slice(None)
         scores = torch.where(mask[:, :, rows, keys], scores, lowest)
     if tile.diagonal:
-        seen = torch.tensor(tile.keys)[None, :] <= torch.tensor(tile.queries)[:, None] + offset  # [b_q, b_k]
+        keys, queries = (torch.tensor(positions, device=q_block.device) for positions in (tile.keys, tile.queries))
+        seen = keys[None, :] <= queries[:, None] + offset  # [b_q, b_k]
         scores = torch.where(seen, scores, lowest)
     return scores
 
 
 def _check_blocks(block_q, block_k, causal) -> None:
     for name, value in (("block_q", block_q), ("block_k", block_k)):
-        check_positive_int(name, value, f"; a block is a number of positions, e.g. {name}=16")
+        check_positive_int(name, value, _("; a block is a number of positions, e.g. {name}=16").format(name=name))
     if not isinstance(causal, bool):
         raise TypeError(_("causal must be True or False, got {causal!r}").format(causal=causal))
 
@@ -202,6 +205,9 @@ def _check_inputs(q, k, v, mask, causal, block_q, block_k) -> torch.Tensor | Non
     if q.size(3) != k.size(3):
         raise ValueError(_("q and k must have the same d_k (dim 3): every query is dotted with every key, "
                          "got {q_size_3} and {k_size_3}").format(q_size_3=q.size(3), k_size_3=k.size(3)))
+    if q.size(3) == 0:
+        raise ValueError(_("q and k have d_k = 0 features (dim 3): a score is a dot product of d_k numbers, "
+                           "scaled by 1/√d_k; give each head at least one feature"))
     if k.size(2) != v.size(2):
         raise ValueError(_("k and v must have the same length L_k (dim 2): one value per key, "
                          "got {k_size_2} and {v_size_2}").format(k_size_2=k.size(2), v_size_2=v.size(2)))

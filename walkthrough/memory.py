@@ -142,6 +142,11 @@ def training_memory(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, sm
         raise TypeError(_("cfg must be a walkthrough.ModelConfig, got {type}").format(type=type(cfg).__name__))
     for name, value in (("batch", batch), ("src_len", src_len), ("tgt_len", tgt_len)):
         check_positive_int(name, value)
+    for name, value in (("src_len", src_len), ("tgt_len", tgt_len)):
+        if value > cfg.max_len:
+            raise ValueError(_("{name}={value} is longer than the model's max_len={max_len}: Transformer(cfg) "
+                               "refuses such a batch, so no step of it has a size; use at most {max_len} or a "
+                               "cfg with a larger max_len").format(name=name, value=value, max_len=cfg.max_len))
     if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0 <= smoothing < 1:
         raise ValueError(_("smoothing must be a number in [0, 1) (0.1 is usual), got {smoothing!r}").format(
             smoothing=smoothing))

@@ -104,7 +104,7 @@ def check_warmup(warmup, steps: int) -> None:
             warmup=warmup, type=type(warmup).__name__))
     if not 0 <= warmup <= steps:
         raise ValueError(_("warmup must be between 0 and steps={steps}, got {warmup}: the rate must have "
-                         "risen before the schedule ends; about 15% of the steps works, e.g. "
+                         "risen before the schedule ends; about 0.15 × steps works, e.g. "
                          "warmup={default_warmup_steps} (leave it out to get that)").format(
                              steps=steps, warmup=warmup, default_warmup_steps=default_warmup(steps)))
 
