@@ -2,6 +2,7 @@
 copied here), says "not yet" to the notebook's own stubs, and names the first block that differs for the typical
 slips, each made here by changing one piece of that solution."""
 
+import copy
 import linecache
 import re
 from pathlib import Path
@@ -248,10 +249,22 @@ def test_every_block_of_the_package_with_weights_is_checked_by_path():
     assert checked[-1] == MODEL and checked.index("encoder.layers.0.self_attn") < checked.index("encoder.layers.0")
 
 
-def test_block_gaps_and_side_by_side():
+def test_block_gaps_find_where_a_change_starts_and_every_block_it_reaches():
+    """One bias of decoder layer 1's FFN moved: every block finishing before it agrees, it and all after differ."""
     trained = wt.load_checkpoint(wt.model_check.SHIPPED_CHECKPOINT)
+    changed = copy.deepcopy(trained.model)
+    with torch.no_grad():
+        changed.decoder.layers[1].feed_forward.linear2.bias[5] += 0.5
     src, tgt = torch.tensor([[4, 5, 6, 0]]), torch.tensor([[1, 6, 7]])
-    assert set(wt.block_gaps(trained.model, trained.model, src, tgt).values()) == {0.0}
+    gaps = wt.block_gaps(trained.model, changed, src, tgt)
+    paths, values = list(gaps), list(gaps.values())
+    start = paths.index("decoder.layers.1.feed_forward")
+    assert paths.index("encoder.layers.0.self_attn") < paths.index("encoder") < start
+    assert set(values[:start]) == {0.0} and min(values[start:]) > 0, gaps
+    assert paths[-3:] == ["decoder", "output_head", MODEL] and not any(p.endswith(("linear1", "w_q")) for p in paths)
+
+
+def test_side_by_side():
     namespace = solution()
     pair = wt.side_by_side(wt.MultiHeadAttention.forward, namespace["MultiHeadAttention"].forward)
     assert "def forward(self, query, key, value, mask):" in repr(pair)
