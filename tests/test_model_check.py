@@ -511,3 +511,24 @@ def test_a_model_that_is_not_the_students_own_is_told_so_in_chinese(capsys):
         wt.set_language("en")
     capsys.readouterr()
     assert not result and "not your model" not in result.message and "Transformer.forward" in result.message
+
+
+def test_a_tensor_subclass_cannot_vouch_for_itself(capsys):
+    """A result whose own max() says 0 was compared through its methods: judged as a plain tensor, it differs."""
+    namespace = solution()
+
+    class Agreeable(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func is torch.Tensor.max:
+                return torch.tensor(0.0)
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    class ScaledHead(namespace["OutputHead"]):
+        def forward(self, h):
+            return (self.proj(h) * 1.5).as_subclass(Agreeable)  # the same argmax, so the same translations
+
+    namespace["OutputHead"] = ScaledHead
+    result = verdict(namespace, capsys)
+    assert not result and result.block == "output_head", result.message
+    assert "its result differs by up to" in result.message

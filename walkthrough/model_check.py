@@ -25,7 +25,6 @@ import inspect
 import linecache
 import math
 import sys
-import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from . import config
+from . import config, student
 from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .config import checks_inputs
 from .data import Vocab
@@ -44,6 +43,7 @@ from .embedding import Embedding, sinusoidal_table
 from .i18n import N_, _
 from .layers import AddNorm, EncoderLayer, FeedForward
 from .masks import causal_mask, padding_mask
+from .student import plain
 from .trace import print_shape
 from .train import held_out_pairs, load_checkpoint
 from .training import make_batch
@@ -52,10 +52,8 @@ SHIPPED_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "nume
 NOT_YET = N_("write it, then run this cell again.")
 ROOT = "model"  # the path this check gives the whole model (as the trace does)
 PAIRS, SHOWN = 16, 3  # held-out pairs compared (teacher-forced and translated), translations quoted
-_TORCH_DIR = str(Path(torch.__file__).parent)
-_OUR_DIR = str(Path(__file__).parent)
 # The package's code a student's code may enter: the check's own hooks, the config's properties, a debugging print.
-_OPEN_FILES = {__file__, str(Path(__file__).with_name("i18n.py"))}
+_OPEN_FILES = {__file__, *(str(Path(__file__).with_name(name)) for name in ("student.py", "i18n.py"))}
 _OPEN_CODE = {print_shape.__code__, *(member.fget.__code__ for kind in vars(config).values() if isinstance(kind, type)
                                       for member in vars(kind).values() if isinstance(member, property))}
 _CHECKED_CALL = checks_inputs(print)(print).__code__  # the wrapper of the package's methods that check their inputs
@@ -96,7 +94,7 @@ class _Call:
 
 
 def _copy(value):
-    return value.detach().clone() if isinstance(value, torch.Tensor) else value
+    return plain(value).detach().clone() if isinstance(value, torch.Tensor) else value
 
 
 def _tensor_args(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple[torch.Tensor, ...], tuple[str, ...]]:
@@ -153,30 +151,12 @@ def _recording(model: nn.Module):
 # ---------------------------------------------------------------------------------------------------
 # Running the student's code: a stub is "not yet", a crash is explained, an odd result is named.
 
-def _user_frame(err: BaseException):
-    """The innermost frame of the student's code in the traceback (not PyTorch's, not this package's)."""
-    frames = [frame for frame, _ in traceback.walk_tb(err.__traceback__)]
-    mine = [f for f in frames if not f.f_code.co_filename.startswith((_TORCH_DIR, _OUR_DIR))]
-    return mine[-1] if mine else None
-
-
-def _where(err: BaseException) -> tuple[str, str]:
-    """(the function's qualified name, the line) where the student's code raised."""
-    frame = _user_frame(err)
-    if frame is None:
-        return "", ""
-    lines = traceback.extract_tb(err.__traceback__)
-    line = next((entry.line for entry in reversed(lines) if entry.filename == frame.f_code.co_filename
-                 and entry.lineno == frame.f_lineno), "") or ""
-    return frame.f_code.co_qualname, line.strip()
-
-
 class _NotYours(_Verdict):
     """The student's code ran the package's own model, layers or functions: whatever it gives is not theirs."""
 
 
 def _is_package_code(filename: str) -> bool:
-    return filename.startswith(_OUR_DIR) and filename not in _OPEN_FILES
+    return filename.startswith(student.PACKAGE_DIR) and filename not in _OPEN_FILES
 
 
 class _OwnCodeOnly:
@@ -196,12 +176,12 @@ class _OwnCodeOnly:
         if not _is_package_code(code.co_filename) or code in _OPEN_CODE:
             return
         caller = frame.f_back
-        while caller is not None and caller.f_code.co_filename.startswith(_TORCH_DIR):  # nn.Module.__call__
+        while caller is not None and caller.f_code.co_filename.startswith(student.TORCH_DIR):  # nn.Module.__call__
             caller = caller.f_back
         if caller is not None and _is_package_code(caller.f_code.co_filename):
             return  # the package's code calling its own: where it was entered is noted already
-        student = caller is not None and caller.f_code.co_filename != __file__  # else the check called it directly
-        line = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip() if student else ""
+        from_student = caller is not None and caller.f_code.co_filename != __file__  # else the check called it directly
+        line = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip() if from_student else ""
         function = frame.f_locals["method"] if code is _CHECKED_CALL else None  # the method the wrapper checks for
         name, file = (function.__qualname__, function.__code__.co_filename) if function else (
             code.co_qualname, code.co_filename)
@@ -236,18 +216,15 @@ def _run(fn: Callable, *args, what: str):
     function and the line."""
     try:
         with torch.no_grad(), _OwnCodeOnly(what):
-            return fn(*args)
-    except _Verdict:
-        raise
-    except NotImplementedError as err:
-        name, _line = _where(err)
+            return plain(student.run(fn, *args))
+    except student.Stub as stub:
         raise _Verdict("…", _("not yet: {name} is still a stub: {NOT_YET}").format(
-            name=name or what, NOT_YET=_(NOT_YET))) from err
-    except Exception as err:  # the student's bug, told in words rather than as a traceback
-        name, line = _where(err)
-        place = _(" in {name}").format(name=name) + (f" (`{line}`)" if line else "") if name else ""
+            name=stub.name or what, NOT_YET=_(NOT_YET))) from stub
+    except student.Crash as crash:
+        place = _(" in {name}").format(name=crash.name) + (f" (`{crash.line}`)" if crash.line else "") \
+            if crash.name else ""
         raise _Verdict("✗", _("{what} raised {type}{place}: {err}").format(
-            what=what, type=type(err).__name__, place=place, err=err)) from err
+            what=what, type=type(crash.error).__name__, place=place, err=crash.error)) from crash
 
 
 def _describe(value) -> str:
@@ -611,7 +588,7 @@ def _greedy(model: nn.Module, src: torch.Tensor, steps: int) -> torch.Tensor:
     ys = torch.full((src.size(0), 1), Vocab.sos_id, dtype=torch.long)  # [B, 1]
     finished = torch.zeros(src.size(0), dtype=torch.bool)
     for _step in range(steps):
-        logits = model(src.clone(), ys.clone())  # [B, t, V]: the model gets copies it may scribble on
+        logits = plain(model(src.clone(), ys.clone()))  # [B, t, V]: the model gets copies it may scribble on
         next_id = logits[:, -1].argmax(-1).masked_fill(finished, Vocab.pad_id)  # [B]
         ys = torch.cat([ys, next_id[:, None]], dim=1)
         finished |= next_id == Vocab.eos_id
