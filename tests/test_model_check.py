@@ -445,6 +445,7 @@ def test_a_block_returning_a_meta_tensor_is_told_so(capsys):
 
 @pytest.mark.parametrize("change,words", [
     (lambda logits: (logits, None), "your Odd returns a tuple of 2: return the tensor alone"),
+    (lambda logits: None, "not yet: Odd.forward (model) returns None"),
     (lambda logits: logits.transpose(1, 2), "your Odd returns a tensor [16, 35, 12]; the package's logits "
                                             "are [16, 12, 35]"),
 ])

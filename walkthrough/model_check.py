@@ -497,6 +497,12 @@ def _by_name(module: nn.Module, call: _Call) -> Callable:
     return partial(module, *copies)
 
 
+def _returns_none(module: nn.Module, path: str) -> _Verdict:
+    return _Verdict("…", _("not yet: {type}.forward ({path}) returns None: {NOT_YET} "
+                         "(If it is written: is a `return` missing?)").format(
+                             type=type(module).__name__, path=path, NOT_YET=_(NOT_YET)), path)
+
+
 def _block_verdict(path: str, module: nn.Module, ref: nn.Module, ref_calls: _Calls) -> _Verdict | None:
     """The student's block alone, on the package's recorded inputs for it: None when it agrees."""
     call = ref_calls.calls[path]
@@ -509,9 +515,7 @@ def _block_verdict(path: str, module: nn.Module, ref: nn.Module, ref_calls: _Cal
         verdict.block = path
         return verdict
     if out is None:
-        return _Verdict("…", _("not yet: {type}.forward ({path}) returns None: {NOT_YET} "
-                             "(If it is written: is a `return` missing?)").format(
-                                 type=type(module).__name__, path=path, NOT_YET=_(NOT_YET)), path)
+        return _returns_none(module, path)
     if _same(out, call.output):
         return None
     hint = _hint(out, ref, call, ref_calls.calls, path)
@@ -544,13 +548,16 @@ def _paired_arguments(theirs: _Call, mine: _Call):
     return list(zip(theirs.names, theirs.args, mine.args))
 
 
-def _logits_verdict(logits, expected: torch.Tensor, model_type: str) -> _Verdict:
+def _logits_verdict(logits, expected: torch.Tensor, model: nn.Module) -> _Verdict:
     """Every block agrees and gets the same inputs: what the model returns is wrong, said in words."""
+    model_type = type(model).__name__
+    if logits is None:
+        return _returns_none(model, ROOT)
     if isinstance(logits, torch.Tensor) and not logits.is_meta and logits.shape != expected.shape:
         what = _("a tensor {shape}; the package's logits are {expected} = [B, L_tgt, V_tgt]").format(
             shape=list(logits.shape), expected=list(expected.shape))
     elif not isinstance(logits, torch.Tensor) or logits.is_meta:
-        what = _describe(logits) if logits is not None else "None"
+        what = _describe(logits)
     else:
         return _Verdict("✗", _("every block agrees with the package's on its own, and gets the same inputs, yet the "
                                "logits differ ({difference}): look at what your {type} does after its last "
@@ -560,7 +567,7 @@ def _logits_verdict(logits, expected: torch.Tensor, model_type: str) -> _Verdict
 
 
 def _model_code_verdict(mine_calls: _Calls, ref_calls: _Calls, tgt: torch.Tensor, pad_id: int,
-                        model_type: str) -> _Verdict:
+                        model: nn.Module) -> _Verdict:
     """Every block agrees alone but the model does not: find the first block given a different input."""
     for path in ref_calls.started:
         if path == ROOT or path not in mine_calls.calls:
@@ -579,7 +586,7 @@ def _model_code_verdict(mine_calls: _Calls, ref_calls: _Calls, tgt: torch.Tensor
                                      name=name, path=path,
                                      difference=_difference(yours, ours).removeprefix(_("its result ")),
                                      hint=hint), ROOT)
-    return _logits_verdict(mine_calls.calls.get(ROOT, _Call((), ())).output, ref_calls.calls[ROOT].output, model_type)
+    return _logits_verdict(mine_calls.calls.get(ROOT, _Call((), ())).output, ref_calls.calls[ROOT].output, model)
 
 
 @torch.no_grad()
@@ -647,7 +654,7 @@ def _first_difference(ref: nn.Module, mine: nn.Module, ref_calls: _Calls, mine_c
                 for path, module in blocks}
     first = next((verdicts[path] for path, _ in blocks if verdicts[path] is not None), None)
     if first is None:
-        first = whole or _model_code_verdict(mine_calls, ref_calls, tgt, ref.cfg.pad_id, type(mine).__name__)
+        first = whole or _model_code_verdict(mine_calls, ref_calls, tgt, ref.cfg.pad_id, mine)
         first.block = first.block or ROOT
         verdicts[ROOT] = first
     return _Verdict(first.symbol, _("{text}\n  blocks: {blocks}").format(
