@@ -348,6 +348,19 @@ def returns_logits_computed_before(namespace):
     return Cheat
 
 
+def runs_the_trained_model_in_a_thread(namespace):
+    import threading
+
+    class Cheat(namespace["Transformer"]):
+        def forward(self, src, tgt):
+            found = []
+            worker = threading.Thread(target=lambda: found.append(TRAINED.model(src, tgt).detach()))
+            worker.start()
+            worker.join()
+            return found[0]
+    return Cheat
+
+
 def switches_the_watch_off(namespace):
     import sys
 
@@ -360,13 +373,15 @@ def switches_the_watch_off(namespace):
 
 @pytest.mark.parametrize("cheat", [returns_the_trained_model, subclasses_the_package, wraps_the_packages_attention,
                                    copies_the_trained_model_inside, returns_logits_computed_before,
-                                   switches_the_watch_off])
+                                   runs_the_trained_model_in_a_thread, switches_the_watch_off])
 def test_a_model_that_is_not_the_students_own_does_not_pass(cheat, capsys):
     namespace = solution()
     result = wt.check_model(cheat(namespace))
     capsys.readouterr()
     assert not result and result.block == MODEL, result.message
     assert result.message.startswith("✗ model: not your model"), result.message
+    if cheat is runs_the_trained_model_in_a_thread:  # seen running, not only found out by its idle blocks
+        assert "ran the package's own Transformer.forward (model.py)" in result.message, result.message
 
 
 def test_the_packages_own_transformer_does_not_pass(capsys):

@@ -25,6 +25,7 @@ import inspect
 import linecache
 import math
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -188,13 +189,15 @@ class _OwnCodeOnly:
         self.entry = (f"{name} ({Path(file).name})", line)
 
     def __enter__(self):
-        self._previous = sys.getprofile()
+        self._previous = sys.getprofile(), threading.getprofile()
         sys.setprofile(self._hook)
+        threading.setprofile(self._hook)  # a thread the student's code starts is watched too
         return self
 
     def __exit__(self, kind, err, _traceback) -> bool:
         switched_off = sys.getprofile() is not self._hook
-        sys.setprofile(self._previous)
+        sys.setprofile(self._previous[0])
+        threading.setprofile(self._previous[1])
         if kind is not None and not issubclass(kind, Exception):  # Ctrl-C (KeyboardInterrupt) stops the check
             return False
         if switched_off:
