@@ -16,6 +16,11 @@ greedy decoding translates as the package's model does. Otherwise it names the f
 Known slips (pre-norm, a missing √d_model, an inverted mask, ...) are recognised by running the package's block
 the slipped way on the same inputs. The block list comes from the package's model (its module paths), never from
 a list written here.
+
+A pass must mean the student's own code computed the logits: their code runs under a profiler that notes any call
+into the package's code (its model, its layers, its functions), and on a pass every block the package's model ran
+must have run in theirs, the logits being what their output head returned. Results are judged as plain tensors
+(``student.plain``), never through a subclass's own methods.
 """
 
 from __future__ import annotations
