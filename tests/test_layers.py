@@ -32,6 +32,7 @@ LAYERS = {
     "training": 11, "train": 12, "language_model": 13,
     "distributed": 12,                           # any training loop, its batch split across torchrun's processes
     "viz": 14, "quiz": 14,                       # teaching
+    "student": 14,                               # running a student's code, for the self-checks above it
     "exercises": 15, "model_check": 15,          # the self-checks: one function, the whole model
     "widgets": 16,
     "__init__": 17,

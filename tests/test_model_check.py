@@ -2,6 +2,7 @@
 copied here), says "not yet" to the notebook's own stubs, and names the first block that differs for the typical
 slips, each made here by changing one piece of that solution."""
 
+import copy
 import linecache
 import re
 from pathlib import Path
@@ -248,10 +249,22 @@ def test_every_block_of_the_package_with_weights_is_checked_by_path():
     assert checked[-1] == MODEL and checked.index("encoder.layers.0.self_attn") < checked.index("encoder.layers.0")
 
 
-def test_block_gaps_and_side_by_side():
+def test_block_gaps_find_where_a_change_starts_and_every_block_it_reaches():
+    """One bias of decoder layer 1's FFN moved: every block finishing before it agrees, it and all after differ."""
     trained = wt.load_checkpoint(wt.model_check.SHIPPED_CHECKPOINT)
+    changed = copy.deepcopy(trained.model)
+    with torch.no_grad():
+        changed.decoder.layers[1].feed_forward.linear2.bias[5] += 0.5
     src, tgt = torch.tensor([[4, 5, 6, 0]]), torch.tensor([[1, 6, 7]])
-    assert set(wt.block_gaps(trained.model, trained.model, src, tgt).values()) == {0.0}
+    gaps = wt.block_gaps(trained.model, changed, src, tgt)
+    paths, values = list(gaps), list(gaps.values())
+    start = paths.index("decoder.layers.1.feed_forward")
+    assert paths.index("encoder.layers.0.self_attn") < paths.index("encoder") < start
+    assert set(values[:start]) == {0.0} and min(values[start:]) > 0, gaps
+    assert paths[-3:] == ["decoder", "output_head", MODEL] and not any(p.endswith(("linear1", "w_q")) for p in paths)
+
+
+def test_side_by_side():
     namespace = solution()
     pair = wt.side_by_side(wt.MultiHeadAttention.forward, namespace["MultiHeadAttention"].forward)
     assert "def forward(self, query, key, value, mask):" in repr(pair)
@@ -274,3 +287,264 @@ def test_a_missing_checkpoint_is_named(tmp_path):
         wt.check_model(solution()["Transformer"], checkpoint=tmp_path / "none.pt")
     with pytest.raises(TypeError, match="package must be a function or method"):
         wt.side_by_side(3, len)
+
+
+def test_the_check_leaves_the_global_random_stream_as_it_was(capsys):
+    """Loading the checkpoint reseeds and building the model draws: the student's stream must not notice."""
+    namespace = solution()
+    torch.manual_seed(7)
+    wt.check_model(namespace["Transformer"])
+    after_check = torch.rand(3)
+    torch.manual_seed(7)
+    assert torch.equal(after_check, torch.rand(3))
+    capsys.readouterr()
+
+
+TRAINED = wt.load_checkpoint(wt.model_check.SHIPPED_CHECKPOINT)  # the notebook's `trained`, for the cheats
+
+
+def returns_the_trained_model(namespace):
+    class Cheat(namespace["Transformer"]):
+        def forward(self, src, tgt):
+            return TRAINED.model(src, tgt)
+    return Cheat
+
+
+def subclasses_the_package(namespace):
+    class Cheat(wt.Transformer):
+        pass
+    return Cheat
+
+
+def wraps_the_packages_attention(namespace):
+    namespace["MultiHeadAttention"] = lambda d_model, num_heads: wt.MultiHeadAttention(d_model, num_heads)
+    return namespace["Transformer"]
+
+
+def copies_the_trained_model_inside(namespace):
+    class Cheat(namespace["Transformer"]):
+        def __init__(self, cfg):
+            super().__init__(cfg)
+            self.hidden = [wt.Transformer(cfg)]  # a list: not a submodule, so not in the weights
+
+        def forward(self, src, tgt):
+            self.hidden[0].load_state_dict(self.state_dict())
+            return self.hidden[0].eval()(src, tgt)
+    return Cheat
+
+
+def returns_logits_computed_before(namespace):
+    import walkthrough.model_check as check
+    trainer = TRAINED
+    batch = wt.make_batch(wt.held_out_pairs(check.PAIRS), trainer.src_vocab, trainer.tgt_vocab)
+    with torch.no_grad():
+        answers = {batch.tgt_in.size(1): trainer.model(batch.src, batch.tgt_in)}
+
+    class Cheat(namespace["Transformer"]):
+        def forward(self, src, tgt):
+            if tgt.size(1) in answers:
+                return answers[tgt.size(1)].clone()
+            return super().forward(src, tgt)
+    return Cheat
+
+
+def runs_the_trained_model_in_a_thread(namespace):
+    import threading
+
+    class Cheat(namespace["Transformer"]):
+        def forward(self, src, tgt):
+            found = []
+            worker = threading.Thread(target=lambda: found.append(TRAINED.model(src, tgt).detach()))
+            worker.start()
+            worker.join()
+            return found[0]
+    return Cheat
+
+
+def switches_the_watch_off(namespace):
+    import sys
+
+    class Cheat(namespace["Transformer"]):
+        def forward(self, src, tgt):
+            sys.setprofile(None)
+            return TRAINED.model(src, tgt)
+    return Cheat
+
+
+@pytest.mark.parametrize("cheat", [returns_the_trained_model, subclasses_the_package, wraps_the_packages_attention,
+                                   copies_the_trained_model_inside, returns_logits_computed_before,
+                                   runs_the_trained_model_in_a_thread, switches_the_watch_off])
+def test_a_model_that_is_not_the_students_own_does_not_pass(cheat, capsys):
+    namespace = solution()
+    result = wt.check_model(cheat(namespace))
+    capsys.readouterr()
+    assert not result and result.block == MODEL, result.message
+    assert result.message.startswith("✗ model: not your model"), result.message
+    if cheat is runs_the_trained_model_in_a_thread:  # seen running, not only found out by its idle blocks
+        assert "ran the package's own Transformer.forward (model.py)" in result.message, result.message
+
+
+def test_the_packages_own_transformer_does_not_pass(capsys):
+    result = wt.check_model(wt.Transformer)
+    capsys.readouterr()
+    assert not result and result.message.startswith("✗ model: not your model"), result.message
+    assert "Transformer.__init__" in result.message
+
+
+def test_masks_taken_in_another_order_are_given_by_name_so_the_real_slip_is_named(capsys):
+    """DecoderLayer.forward(y, memory, src_mask, tgt_mask), used consistently, is right: the head is wrong."""
+    namespace = solution()
+
+    class OtherOrder(namespace["DecoderLayer"]):
+        def forward(self, y, memory, src_mask, tgt_mask):
+            return super().forward(y, memory, tgt_mask, src_mask)
+
+    class CallsItSo(namespace["Decoder"]):
+        def forward(self, y, memory, tgt_mask, src_mask):
+            for layer in self.layers:
+                y = layer(y, memory, src_mask, tgt_mask)
+            return self.norm(y)
+
+    class SoftmaxHead(namespace["OutputHead"]):
+        def forward(self, h):
+            return self.proj(h).softmax(-1)
+
+    namespace |= {"DecoderLayer": OtherOrder, "Decoder": CallsItSo, "OutputHead": SoftmaxHead}
+    result = verdict(namespace, capsys)
+    assert not result and result.block == "output_head", result.message
+    assert "It matches softmax(logits)" in result.message
+
+
+def test_ctrl_c_stops_a_model_that_never_returns_and_leaves_everything_as_it_was(capsys):
+    import signal
+    import sys
+    import threading
+
+    namespace = solution()
+
+    class Sleeper(namespace["Transformer"]):
+        def forward(self, src, tgt):
+            import time
+            time.sleep(120)
+
+    torch.manual_seed(3)
+    expected = torch.rand(2)
+    torch.manual_seed(3)
+    main = threading.main_thread().ident
+    timer = threading.Timer(1.0, signal.pthread_kill, (main, signal.SIGINT))  # what Ctrl-C (or ■) sends
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a kernel (a background job ignores it)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            wt.check_model(Sleeper)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, handler)
+    assert torch.is_grad_enabled() and sys.getprofile() is None
+    assert torch.equal(torch.rand(2), expected)
+    assert capsys.readouterr().out == ""
+
+
+def test_a_block_returning_a_meta_tensor_is_told_so(capsys):
+    namespace = solution()
+
+    class MetaFeedForward(namespace["FeedForward"]):
+        def forward(self, x):
+            return torch.empty_like(x, device="meta")
+
+    namespace["FeedForward"] = MetaFeedForward
+    result = verdict(namespace, capsys)
+    assert not result and result.block == "encoder.layers.0.feed_forward"
+    assert "on the meta device" in result.message and "no values" in result.message
+
+
+@pytest.mark.parametrize("change,words", [
+    (lambda logits: (logits, None), "your Odd returns a tuple of 2: return the tensor alone"),
+    (lambda logits: None, "not yet: Odd.forward (model) returns None"),
+    (lambda logits: logits.transpose(1, 2), "your Odd returns a tensor [16, 35, 12]; the package's logits "
+                                            "are [16, 12, 35]"),
+])
+def test_logits_of_the_wrong_kind_are_described(change, words, capsys):
+    namespace = solution()
+
+    class Odd(namespace["Transformer"]):
+        def forward(self, src, tgt):
+            return change(super().forward(src, tgt))
+
+    result = wt.check_model(Odd)
+    capsys.readouterr()
+    assert not result and result.block == MODEL
+    assert words in result.message, result.message
+
+
+def test_a_half_precision_model_is_told_about_its_dtype(capsys):
+    namespace = solution()
+    result = wt.check_model(lambda cfg: namespace["Transformer"](cfg).half())
+    capsys.readouterr()
+    assert not result and result.block == MODEL
+    assert "torch.float16" in result.message and "torch.float32" in result.message, result.message
+
+
+def test_a_block_computing_in_half_precision_is_told_about_its_dtype(capsys):
+    namespace = solution()
+
+    class HalfFeedForward(namespace["FeedForward"]):
+        def forward(self, x):
+            return super().forward(x).half()
+
+    namespace["FeedForward"] = HalfFeedForward
+    result = verdict(namespace, capsys)
+    assert not result and result.block == "encoder.layers.0.feed_forward"
+    assert "torch.float16" in result.message, result.message
+
+
+@pytest.mark.parametrize("change", [lambda logits: logits * 2, lambda logits: (logits, None)])
+def test_the_last_resort_verdict_is_in_the_students_language(change, capsys):
+    """'every block agrees … yet the logits differ' stayed English under set_language('zh')."""
+    namespace = solution()
+
+    class AfterTheHead(namespace["Transformer"]):
+        def forward(self, src, tgt):
+            return change(super().forward(src, tgt))
+
+    wt.set_language("zh")
+    try:
+        result = wt.check_model(AfterTheHead)
+    finally:
+        wt.set_language("en")
+    capsys.readouterr()
+    assert not result and result.block == MODEL
+    first_line = result.message.splitlines()[0]
+    assert not re.search(r"[a-z]{3,} [a-z]{3,} [a-z]{3,}", first_line), first_line  # no English sentence left
+    assert re.search(r"[\u4e00-\u9fff]{4}", first_line), first_line
+
+
+def test_a_model_that_is_not_the_students_own_is_told_so_in_chinese(capsys):
+    wt.set_language("zh")
+    try:
+        result = wt.check_model(returns_the_trained_model(solution()))
+    finally:
+        wt.set_language("en")
+    capsys.readouterr()
+    assert not result and "not your model" not in result.message and "Transformer.forward" in result.message
+
+
+def test_a_tensor_subclass_cannot_vouch_for_itself(capsys):
+    """A result whose own max() says 0 was compared through its methods: judged as a plain tensor, it differs."""
+    namespace = solution()
+
+    class Agreeable(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func is torch.Tensor.max:
+                return torch.tensor(0.0)
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    class ScaledHead(namespace["OutputHead"]):
+        def forward(self, h):
+            return (self.proj(h) * 1.5).as_subclass(Agreeable)  # the same argmax, so the same translations
+
+    namespace["OutputHead"] = ScaledHead
+    result = verdict(namespace, capsys)
+    assert not result and result.block == "output_head", result.message
+    assert "its result differs by up to" in result.message

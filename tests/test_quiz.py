@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import walkthrough as wt
+from walkthrough import quiz
 from walkthrough.quiz import ask_shape, check_shape_answer
 
 SPLIT = torch.Size([32, 8, 10, 64])
@@ -171,3 +172,19 @@ def test_expected_sizes_from_numpy_or_tensors_are_whole_sizes(expected):
 def test_expected_sizes_that_are_not_whole_are_still_refused(expected):
     with pytest.raises(ValueError, match="whole sizes"):
         check_shape_answer("[1, 3]", expected)
+
+
+@pytest.mark.parametrize("text", [", ".join(["1000"] * 60_000), "0x" * 30_000, "[" + "7, " * 65 + "]"])
+def test_a_pasted_answer_of_many_sizes_is_refused_at_the_cap(text):
+    """Reading stops at the cap: 60,000 sizes took seconds (a product of 60,000 numbers), now one message."""
+    correct, feedback = check_shape_answer(text, SPLIT, "B H L d_k")
+    assert not correct and feedback.startswith(f"That is more than {quiz.MAX_DIMS} sizes"), feedback[:200]
+
+
+def test_a_shape_of_as_many_dims_as_the_cap_is_still_read():
+    assert quiz.parse_shape("1 " * quiz.MAX_DIMS) == (1,) * quiz.MAX_DIMS
+
+
+def test_text_that_is_not_a_shape_is_quoted_back_short():
+    correct, feedback = check_shape_answer("[" + "1 " * 30 + "oops", SPLIT, "B H L d_k")
+    assert not correct and "is not a shape" in feedback and len(feedback) < 40 + 80, feedback

@@ -16,29 +16,41 @@ greedy decoding translates as the package's model does. Otherwise it names the f
 Known slips (pre-norm, a missing √d_model, an inverted mask, ...) are recognised by running the package's block
 the slipped way on the same inputs. The block list comes from the package's model (its module paths), never from
 a list written here.
+
+A pass must mean the student's own code computed the logits: their code runs under a profiler that notes any call
+into the package's code (its model, its layers, its functions), and on a pass every block the package's model ran
+must have run in theirs, the logits being what their output head returned. Results are judged as plain tensors
+(``student.plain``), never through a subclass's own methods.
 """
 
 from __future__ import annotations
 
 import html
 import inspect
+import linecache
 import math
-import traceback
+import sys
+import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from difflib import get_close_matches
+from functools import partial
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from . import config, student
 from .attention import MultiHeadAttention, scaled_dot_product_attention
+from .config import checks_inputs
 from .data import Vocab
 from .embedding import Embedding, sinusoidal_table
 from .i18n import N_, _
 from .layers import AddNorm, EncoderLayer, FeedForward
 from .masks import causal_mask, padding_mask
+from .student import plain
+from .trace import print_shape
 from .train import held_out_pairs, load_checkpoint
 from .training import make_batch
 
@@ -46,8 +58,11 @@ SHIPPED_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "nume
 NOT_YET = N_("write it, then run this cell again.")
 ROOT = "model"  # the path this check gives the whole model (as the trace does)
 PAIRS, SHOWN = 16, 3  # held-out pairs compared (teacher-forced and translated), translations quoted
-_TORCH_DIR = str(Path(torch.__file__).parent)
-_OUR_DIR = str(Path(__file__).parent)
+# The package's code a student's code may enter: the check's own hooks, the config's properties, a debugging print.
+_OPEN_FILES = {__file__, *(str(Path(__file__).with_name(name)) for name in ("student.py", "i18n.py"))}
+_OPEN_CODE = {print_shape.__code__, *(member.fget.__code__ for kind in vars(config).values() if isinstance(kind, type)
+                                      for member in vars(kind).values() if isinstance(member, property))}
+_CHECKED_CALL = checks_inputs(print)(print).__code__  # the wrapper of the package's methods that check their inputs
 
 
 @dataclass(frozen=True)
@@ -85,7 +100,7 @@ class _Call:
 
 
 def _copy(value):
-    return value.detach().clone() if isinstance(value, torch.Tensor) else value
+    return plain(value).detach().clone() if isinstance(value, torch.Tensor) else value
 
 
 def _tensor_args(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple[torch.Tensor, ...], tuple[str, ...]]:
@@ -142,42 +157,88 @@ def _recording(model: nn.Module):
 # ---------------------------------------------------------------------------------------------------
 # Running the student's code: a stub is "not yet", a crash is explained, an odd result is named.
 
-def _user_frame(err: BaseException):
-    """The innermost frame of the student's code in the traceback (not PyTorch's, not this package's)."""
-    frames = [frame for frame, _ in traceback.walk_tb(err.__traceback__)]
-    mine = [f for f in frames if not f.f_code.co_filename.startswith((_TORCH_DIR, _OUR_DIR))]
-    return mine[-1] if mine else None
+class _NotYours(_Verdict):
+    """The student's code ran the package's own model, layers or functions: whatever it gives is not theirs."""
 
 
-def _where(err: BaseException) -> tuple[str, str]:
-    """(the function's qualified name, the line) where the student's code raised."""
-    frame = _user_frame(err)
-    if frame is None:
-        return "", ""
-    lines = traceback.extract_tb(err.__traceback__)
-    line = next((entry.line for entry in reversed(lines) if entry.filename == frame.f_code.co_filename
-                 and entry.lineno == frame.f_lineno), "") or ""
-    return frame.f_code.co_qualname, line.strip()
+def _is_package_code(filename: str) -> bool:
+    return filename.startswith(student.PACKAGE_DIR) and filename not in _OPEN_FILES
+
+
+class _OwnCodeOnly:
+    """A profiler over the student's code: a pass must mean their own code computed it, so the first call it makes
+    into the package's code (``trained.model(src, tgt)``, ``wt.Transformer``, a wt layer inside theirs, ...) is
+    noted, as is the profiler being switched off."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.entry: tuple[str, str] | None = None  # (the package's function, the student's line that called it)
+        self._hook = self._see  # one bound method, so that it can be recognised by identity at the end
+
+    def _see(self, frame, event, _arg) -> None:
+        if event != "call" or self.entry is not None:
+            return
+        code = frame.f_code
+        if not _is_package_code(code.co_filename) or code in _OPEN_CODE:
+            return
+        caller = frame.f_back
+        while caller is not None and caller.f_code.co_filename.startswith(student.TORCH_DIR):  # nn.Module.__call__
+            caller = caller.f_back
+        if caller is not None and _is_package_code(caller.f_code.co_filename):
+            return  # the package's code calling its own: where it was entered is noted already
+        from_student = caller is not None and caller.f_code.co_filename != __file__  # else the check called it directly
+        line = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip() if from_student else ""
+        function = frame.f_locals["method"] if code is _CHECKED_CALL else None  # the method the wrapper checks for
+        name, file = (function.__qualname__, function.__code__.co_filename) if function else (
+            code.co_qualname, code.co_filename)
+        self.entry = (f"{name} ({Path(file).name})", line)
+
+    def __enter__(self):
+        self._previous = sys.getprofile(), threading.getprofile()
+        sys.setprofile(self._hook)
+        threading.setprofile(self._hook)  # a thread the student's code starts is watched too
+        return self
+
+    def __exit__(self, kind, err, _traceback) -> bool:
+        switched_off = sys.getprofile() is not self._hook
+        sys.setprofile(self._previous[0])
+        threading.setprofile(self._previous[1])
+        if kind is not None and not issubclass(kind, Exception):  # Ctrl-C (KeyboardInterrupt) stops the check
+            return False
+        if switched_off:
+            raise _NotYours("✗", _("not your model: {what} switched off the check's profiler "
+                                   "(sys.setprofile): the check cannot vouch for what it did not see.").format(
+                                       what=self.what), ROOT) from err
+        if self.entry is not None:
+            function, line = self.entry
+            called = _(" from `{line}`").format(line=line) if line else ""
+            raise _NotYours("✗", _("not your model: {what} ran the package's own {function}{called}. A pass must "
+                                   "mean your code computed it: write each forward yourself, with torch and nn "
+                                   "(walkthrough's model, layers and functions are what the check compares "
+                                   "with).").format(what=self.what, function=function, called=called), ROOT) from err
+        return False
 
 
 def _run(fn: Callable, *args, what: str):
-    """``fn(*args)`` under no_grad; a stub or a crash becomes a _Verdict naming the function and the line."""
+    """``fn(*args)`` under no_grad, watched (``_OwnCodeOnly``); a stub or a crash becomes a _Verdict naming the
+    function and the line."""
     try:
-        with torch.no_grad():
-            return fn(*args)
-    except NotImplementedError as err:
-        name, _line = _where(err)
+        with torch.no_grad(), _OwnCodeOnly(what):
+            return plain(student.run(fn, *args))
+    except student.Stub as stub:
         raise _Verdict("…", _("not yet: {name} is still a stub: {NOT_YET}").format(
-            name=name or what, NOT_YET=_(NOT_YET))) from err
-    except Exception as err:  # the student's bug, told in words rather than as a traceback
-        name, line = _where(err)
-        place = _(" in {name}").format(name=name) + (f" (`{line}`)" if line else "") if name else ""
+            name=stub.name or what, NOT_YET=_(NOT_YET))) from stub
+    except student.Crash as crash:
+        place = _(" in {name}").format(name=crash.name) + (f" (`{crash.line}`)" if crash.line else "") \
+            if crash.name else ""
         raise _Verdict("✗", _("{what} raised {type}{place}: {err}").format(
-            what=what, type=type(err).__name__, place=place, err=err)) from err
+            what=what, type=type(crash.error).__name__, place=place, err=crash.error)) from crash
 
 
 def _describe(value) -> str:
     if isinstance(value, torch.Tensor):
+        if value.is_meta:
+            return _("a tensor {shape} on the meta device (a shape, no values)").format(shape=list(value.shape))
         return _("a tensor {shape}").format(shape=list(value.shape))
     if isinstance(value, (tuple, list)):
         return _("a {type} of {length}: return the tensor alone").format(type=type(value).__name__, length=len(value))
@@ -203,11 +264,21 @@ def _difference(mine, theirs) -> str:
     """In words: how ``mine`` differs from the package's tensor ``theirs``."""
     if not isinstance(mine, torch.Tensor):
         return _("it returns {what}").format(what=_describe(mine)) if mine is not None else _("it returns None")
+    if mine.is_meta:
+        return _("it returns a tensor on the meta device: it has a shape but no values. Compute it from the inputs "
+                 "(without device='meta')")
+    if mine.is_complex():
+        return _("it returns a complex tensor ({dtype}): the answer is real; keep to real operations").format(
+            dtype=mine.dtype)
     if mine.shape != theirs.shape:
         return _("its result has shape {mine_shape}, the package's {theirs_shape}").format(
             mine_shape=list(mine.shape), theirs_shape=list(theirs.shape))
     gap = (mine.double() - theirs.double()).abs().nan_to_num(nan=math.inf)
     where = tuple(int(i) for i in torch.unravel_index(gap.argmax(), gap.shape))
+    if mine.is_floating_point() and theirs.is_floating_point() and mine.dtype != theirs.dtype:
+        return _("its result is {yours}, the package's {package}: compute in {package} (no .half() or .to(...)); "
+                 "the rounding alone makes it differ by up to {gap:.3g}").format(
+                     yours=mine.dtype, package=theirs.dtype, gap=gap.max().item())
     if theirs.dtype == torch.bool:
         return _("its result differs at {count} of {total} entries (at {index}: " \
                "{yours} instead of {package})").format(
@@ -404,6 +475,11 @@ def _load_weights(model: nn.Module, weights: dict[str, torch.Tensor]) -> None:
             raise _Verdict("✗", _("`{name}` is {mine_shape} in your model, {tensor_shape} in the trained "
                                 "one: check which size goes where (nn.Linear(in, out) stores [out, in]).").format(
                                     name=name, mine_shape=list(mine.shape), tensor_shape=list(tensor.shape)), ROOT)
+        if mine.is_floating_point() and mine.dtype != tensor.dtype:
+            raise _Verdict("✗", _("`{name}` is {mine_dtype} in your model, {tensor_dtype} in the trained one: build "
+                                  "the model in {tensor_dtype} (no .half() or .to(dtype)); with fewer bits every "
+                                  "number is rounded, and no block could agree.").format(
+                                      name=name, mine_dtype=mine.dtype, tensor_dtype=tensor.dtype), ROOT)
     model.load_state_dict(weights, strict=False)
 
 
@@ -415,19 +491,39 @@ def _student_blocks(ref_calls: _Calls, mine: nn.Module) -> list[tuple[str, nn.Mo
             if path in modules and not type(modules[path]).__module__.startswith("torch.")]
 
 
+def _by_name(module: nn.Module, call: _Call) -> Callable:
+    """The block called on copies of the recorded inputs: by name when its forward takes every recorded name (so
+    ``forward(y, memory, src_mask, tgt_mask)`` gets each mask where it wants it), else in the package's order."""
+    copies = [a.clone() for a in call.args]
+    try:
+        parameters = inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):
+        parameters = {}
+    if all(name in parameters and parameters[name].kind is not inspect.Parameter.POSITIONAL_ONLY
+           for name in call.names):
+        return partial(module, **dict(zip(call.names, copies)))
+    return partial(module, *copies)
+
+
+def _returns_none(module: nn.Module, path: str) -> _Verdict:
+    return _Verdict("…", _("not yet: {type}.forward ({path}) returns None: {NOT_YET} "
+                         "(If it is written: is a `return` missing?)").format(
+                             type=type(module).__name__, path=path, NOT_YET=_(NOT_YET)), path)
+
+
 def _block_verdict(path: str, module: nn.Module, ref: nn.Module, ref_calls: _Calls) -> _Verdict | None:
     """The student's block alone, on the package's recorded inputs for it: None when it agrees."""
     call = ref_calls.calls[path]
     what = _("your {type} ({path})").format(type=type(module).__name__, path=path)
     try:
-        out = _run(module, *[a.clone() for a in call.args], what=what)
+        out = _run(_by_name(module, call), what=what)
+    except _NotYours:
+        raise
     except _Verdict as verdict:
         verdict.block = path
         return verdict
     if out is None:
-        return _Verdict("…", _("not yet: {type}.forward ({path}) returns None: {NOT_YET} "
-                             "(If it is written: is a `return` missing?)").format(
-                                 type=type(module).__name__, path=path, NOT_YET=_(NOT_YET)), path)
+        return _returns_none(module, path)
     if _same(out, call.output):
         return None
     hint = _hint(out, ref, call, ref_calls.calls, path)
@@ -451,13 +547,41 @@ def _progress(blocks: list[tuple[str, nn.Module]], verdicts: dict[str, _Verdict 
     return "  ".join(f"{name} {mark}" for name, mark in marks.items())
 
 
-def _model_code_verdict(mine_calls: _Calls, ref_calls: _Calls, tgt: torch.Tensor, pad_id: int) -> _Verdict:
+def _paired_arguments(theirs: _Call, mine: _Call):
+    """(name, the package's argument, the student's) for one block: by name when the student's forward uses the
+    package's names, else in order."""
+    by_name = dict(zip(mine.names, mine.args))
+    if set(theirs.names) <= set(by_name):
+        return [(name, ours, by_name[name]) for name, ours in zip(theirs.names, theirs.args)]
+    return list(zip(theirs.names, theirs.args, mine.args))
+
+
+def _logits_verdict(logits, expected: torch.Tensor, model: nn.Module) -> _Verdict:
+    """Every block agrees and gets the same inputs: what the model returns is wrong, said in words."""
+    model_type = type(model).__name__
+    if logits is None:
+        return _returns_none(model, ROOT)
+    if isinstance(logits, torch.Tensor) and not logits.is_meta and logits.shape != expected.shape:
+        what = _("a tensor {shape}; the package's logits are {expected} = [B, L_tgt, V_tgt]").format(
+            shape=list(logits.shape), expected=list(expected.shape))
+    elif not isinstance(logits, torch.Tensor) or logits.is_meta:
+        what = _describe(logits)
+    else:
+        return _Verdict("✗", _("every block agrees with the package's on its own, and gets the same inputs, yet the "
+                               "logits differ ({difference}): look at what your {type} does after its last "
+                               "block.").format(difference=_difference(logits, expected), type=model_type), ROOT)
+    return _Verdict("✗", _("every block agrees with the package's on its own, and gets the same inputs, but your "
+                           "{type} returns {what}.").format(type=model_type, what=what), ROOT)
+
+
+def _model_code_verdict(mine_calls: _Calls, ref_calls: _Calls, tgt: torch.Tensor, pad_id: int,
+                        model: nn.Module) -> _Verdict:
     """Every block agrees alone but the model does not: find the first block given a different input."""
     for path in ref_calls.started:
         if path == ROOT or path not in mine_calls.calls:
             continue
         theirs, mine = ref_calls.calls[path], mine_calls.calls[path]
-        for name, ours, yours in zip(theirs.names, theirs.args, mine.args):
+        for name, ours, yours in _paired_arguments(theirs, mine):
             if _same(yours, ours):
                 continue
             source = next((p for p in ref_calls.finished
@@ -470,8 +594,7 @@ def _model_code_verdict(mine_calls: _Calls, ref_calls: _Calls, tgt: torch.Tensor
                                      name=name, path=path,
                                      difference=_difference(yours, ours).removeprefix(_("its result ")),
                                      hint=hint), ROOT)
-    return _Verdict("✗", "every block agrees with the package's on its own, and gets the same inputs, yet the "
-                         "logits differ: look at what your Transformer does after its last block.", ROOT)
+    return _logits_verdict(mine_calls.calls.get(ROOT, _Call((), ())).output, ref_calls.calls[ROOT].output, model)
 
 
 @torch.no_grad()
@@ -480,7 +603,7 @@ def _greedy(model: nn.Module, src: torch.Tensor, steps: int) -> torch.Tensor:
     ys = torch.full((src.size(0), 1), Vocab.sos_id, dtype=torch.long)  # [B, 1]
     finished = torch.zeros(src.size(0), dtype=torch.bool)
     for _step in range(steps):
-        logits = model(src.clone(), ys.clone())  # [B, t, V]: the model gets copies it may scribble on
+        logits = plain(model(src.clone(), ys.clone()))  # [B, t, V]: the model gets copies it may scribble on
         next_id = logits[:, -1].argmax(-1).masked_fill(finished, Vocab.pad_id)  # [B]
         ys = torch.cat([ys, next_id[:, None]], dim=1)
         finished |= next_id == Vocab.eos_id
@@ -510,6 +633,25 @@ def _translations_verdict(trainer, mine: nn.Module, pairs, src: torch.Tensor, st
                                   quoted=quoted))
 
 
+def _check_provenance(mine: nn.Module, ref_calls: _Calls, mine_calls: _Calls, logits: torch.Tensor) -> None:
+    """The logits agree: they must have been computed by the student's blocks. Every block the package's model
+    ran must have run in theirs, and the logits must be what their block at the path of the package's last block
+    (the output head) returned, not a tensor from elsewhere."""
+    modules = {path or ROOT: module for path, module in mine.named_modules()}
+    idle = [path for path in ref_calls.finished if path in modules and path not in mine_calls.calls]
+    for path in sorted(idle, key=lambda path: type(modules[path]).__module__.startswith("torch."))[:1]:  # theirs first
+        raise _NotYours("✗", _("not your model: it gives the package's logits, but your {type} ({path}) never "
+                                   "ran, so your blocks did not compute them. Call each block through its module "
+                                   "(self.{name}(...)): the check vouches only for code it saw run.").format(
+                                       type=type(modules[path]).__name__, path=path,
+                                       name=path.rsplit(".", 1)[-1]), ROOT)
+    expected = ref_calls.calls[ROOT].output
+    heads = [path for path in ref_calls.finished if path != ROOT and _same(ref_calls.calls[path].output, expected)]
+    if not any(_same(logits, mine_calls.calls[path].output) for path in heads if path in mine_calls.calls):
+        raise _NotYours("✗", _("not your model: the logits it returns are not what its {path} returned: return your "
+                               "output head's result.").format(path=heads[0] if heads else ROOT), ROOT)
+
+
 def _first_difference(ref: nn.Module, mine: nn.Module, ref_calls: _Calls, mine_calls: _Calls,
                       whole: _Verdict | None, tgt: torch.Tensor) -> _Verdict:
     """The first of the student's blocks (children first) that is wrong given the package's inputs; if none is,
@@ -520,7 +662,7 @@ def _first_difference(ref: nn.Module, mine: nn.Module, ref_calls: _Calls, mine_c
                 for path, module in blocks}
     first = next((verdicts[path] for path, _ in blocks if verdicts[path] is not None), None)
     if first is None:
-        first = whole or _model_code_verdict(mine_calls, ref_calls, tgt, ref.cfg.pad_id)
+        first = whole or _model_code_verdict(mine_calls, ref_calls, tgt, ref.cfg.pad_id, mine)
         first.block = first.block or ROOT
         verdicts[ROOT] = first
     return _Verdict(first.symbol, _("{text}\n  blocks: {blocks}").format(
@@ -543,9 +685,12 @@ def _verdict(make_model: Callable, checkpoint) -> ModelVerdict:
         try:
             logits = _run(mine, batch.src.clone(), batch.tgt_in.clone(), what=_("your {type}").format(
                 type=type(mine).__name__))
+        except _NotYours:
+            raise
         except _Verdict as verdict:
             whole = verdict
     if whole is None and _same(logits, expected):
+        _check_provenance(mine, ref_calls, mine_calls, logits)
         return _translations_verdict(trainer, mine, pairs, batch.src, 2 + batch.labels.size(1),
                                      _gap(logits, expected), checkpoint)
     raise _first_difference(ref, mine, ref_calls, mine_calls, whole, batch.tgt_in)
@@ -559,6 +704,10 @@ def check_model(make_model: Callable, checkpoint: str | Path | None = None) -> M
     ``save_checkpoint`` wrote (default: the shipped ``checkpoints/numerals.pt``). Prints the verdict: right, not
     yet (a stub, named), or the first block that differs, with what it matches when that is a known slip.
     Returns a ``ModelVerdict`` (true when right; ``.block`` names where the first difference is).
+
+    A pass means the student's own code computed the logits: a model that runs the package's code (its model,
+    layers or functions) is "not your model". A model that never returns keeps the cell running: interrupt it
+    (Ctrl-C, or the stop button), which stops the check and leaves torch's random state and grad mode as they were.
     """
     if isinstance(make_model, nn.Module):
         raise TypeError(_("make_model must be your model's class, not a model: check_model({type})"
@@ -569,7 +718,8 @@ def check_model(make_model: Callable, checkpoint: str | Path | None = None) -> M
                         "got {type}").format(type=type(make_model).__name__))
     checkpoint = SHIPPED_CHECKPOINT if checkpoint is None else checkpoint
     try:
-        verdict = _verdict(make_model, checkpoint)
+        with torch.random.fork_rng(devices=[]):  # loading reseeds, building draws: the student's stream stays
+            verdict = _verdict(make_model, checkpoint)
     except _Verdict as found:
         verdict = ModelVerdict(False, _("{symbol} model: {text}").format(
             symbol=found.symbol, text=found.text), found.block)

@@ -34,6 +34,8 @@ MEANINGS = {
 }
 EXAMPLE = "[2, 3, 4]"  # an example of the format that gives nothing away
 MAX_DIGITS = 19  # a tensor dim is below 2**63: 19 digits at most
+MAX_DIMS = 64  # more dims than any tensor here has, and few enough that every comparison stays instant
+QUOTED = 40  # characters of a student's text quoted back in a message
 
 
 def counted(size: int, noun: str) -> str:
@@ -181,7 +183,7 @@ def parse_shape(text) -> tuple[int, ...]:
     if hexadecimal:
         raise ValueError(_("'{number}' is a hexadecimal number, not a shape: type the sizes in decimal, separated "
                            "by commas, for example {example}.").format(number=hexadecimal[0], example=EXAMPLE))
-    power = re.search(r"\d+\s*\*\*\s*\d+", body)
+    power = re.search(r"(?<!\d)\d+\s*\*\*\s*\d+", body)  # starting only where a number starts: linear time
     if power:
         raise ValueError(_("'{power}' is a power (arithmetic), not a shape: type the size itself, a whole "
                            "number.").format(power=power[0]))
@@ -190,7 +192,12 @@ def parse_shape(text) -> tuple[int, ...]:
     if body[:1] + body[-1:] in ("[]", "()"):
         body = body[1:-1]
     sizes = []
-    for token in (part for part in re.split(r"[\s,、×*xX]+", body) if part):
+    for count, match in enumerate(re.finditer(r"[^\s,、×*xX]+", body), 1):
+        if count > MAX_DIMS:
+            raise ValueError(_("That is more than {most} sizes: a shape has one size per dim, and a tensor here has "
+                               "a handful of dims. Type the shape only, for example {example}.").format(
+                                   most=MAX_DIMS, example=EXAMPLE))
+        token = match[0]
         if re.fullmatch(r"\+?\d+", token):
             digits = len(token.lstrip("+0"))
             if digits > MAX_DIGITS:
@@ -205,8 +212,9 @@ def parse_shape(text) -> tuple[int, ...]:
             raise ValueError(_("{token} is a name: type its size, a whole number (for example {example}).").format(
                 token=token, example=EXAMPLE))
         else:
+            shown = text.strip()
             raise ValueError(_("{text!r} is not a shape: type whole numbers, for example {example}.").format(
-                text=text.strip(), example=EXAMPLE))
+                text=shown if len(shown) <= QUOTED else shown[:QUOTED] + "…", example=EXAMPLE))
     return tuple(sizes)
 
 
