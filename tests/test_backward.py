@@ -105,9 +105,12 @@ def test_cross_entropy_backward_equals_autograd(smoothing, ignore_index):
     ours = backward.cross_entropy_backward(logits, labels, ignore_index, smoothing)
     torch.testing.assert_close(ours, expected)
     assert ours[labels == ignore_index].abs().max() == 0  # PAD rows: no gradient
-    counted = (labels != ignore_index).sum()
     torch.testing.assert_close(ours.sum(-1), torch.zeros(4, 5))  # softmax minus a distribution sums to 0
-    assert counted > 0
+    if smoothing == 0:  # the mean over the counted positions: each one's gradient is (p - one-hot) / counted
+        counted = labels != ignore_index
+        at_label = ours.gather(-1, labels[..., None])[..., 0][counted]
+        p_label = logits.softmax(-1).gather(-1, labels[..., None])[..., 0][counted]
+        torch.testing.assert_close(at_label, (p_label - 1) / counted.sum())
 
 
 def test_cross_entropy_backward_ignores_an_ignore_index_outside_the_vocabulary():

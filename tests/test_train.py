@@ -96,7 +96,17 @@ def test_an_interrupted_run_loses_nothing_and_resumes_exactly(tmp_path):
 
 
 def test_an_interrupt_that_arrives_mid_update_is_held_until_the_step_is_recorded():
-    """A real SIGINT (the stop button) between the weight update and its record must not split them."""
+    """A real SIGINT (the stop button) between the weight update and its record must not split them. The test
+    installs Python's own SIGINT handler, as a kernel has, so it holds when pytest starts with SIGINT ignored (a
+    background job)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _interrupt_mid_update()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupt_mid_update():
     reference = wt.Trainer(TINY)
     reference.run(4, progress=False)
     trainer = wt.Trainer(TINY)
