@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .i18n import _
@@ -274,8 +274,27 @@ def _check_model_options(cfg: ModelConfig | GPTConfig, vocab_size: int) -> None:
     cfg.block  # noqa: B018 (builds the Block, which checks its own options)
 
 
+OPTION = "option"  # a field's metadata key: an option added after the sizes (its default stays out of the repr)
+
+
+@dataclass(frozen=True, kw_only=True)
 class _Options:
-    """The options both configs share, gathered for the layers."""
+    """The options both configs share (keyword-only: after each config's own fields), gathered for the layers."""
+
+    scale_embeddings: bool = True
+    final_norm: bool = True
+    norm: str = "layer"
+    norm_eps: float = 1e-5
+    activation: str = "relu"
+    bias: bool = True
+    rope_base: float = 10000.0
+
+    def __repr__(self) -> str:
+        """The sizes, then only the options changed from their defaults: a default config reads as it always did."""
+        in_order = sorted(fields(self), key=lambda f: f.kw_only)  # each config's own fields, then the shared options
+        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in in_order if not (f.kw_only or OPTION in f.metadata)
+                 or getattr(self, f.name) != f.default]
+        return f"{type(self).__name__}({', '.join(shown)})"
 
     @property
     def d_k(self) -> int:
@@ -288,7 +307,7 @@ class _Options:
         return Block(self.norm, self.norm_eps, self.norm_first, self.activation, self.bias, self.rope_base)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ModelConfig(_Options):
     """Every size the encoder-decoder needs. Frozen, so a config can key a cache.
 
@@ -311,15 +330,8 @@ class ModelConfig(_Options):
     dropout: float = 0.1
     pad_id: int | None = 0
     share_embeddings: bool = False
-    positions: str = "sinusoidal"
-    scale_embeddings: bool = True
-    final_norm: bool = True
-    norm: str = "layer"
-    norm_eps: float = 1e-5
-    norm_first: bool = False
-    activation: str = "relu"
-    bias: bool = True
-    rope_base: float = 10000.0
+    positions: str = field(default="sinusoidal", metadata={OPTION: True})
+    norm_first: bool = field(default=False, metadata={OPTION: True})
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_ff", "num_layers", "max_len"):
@@ -344,7 +356,7 @@ class ModelConfig(_Options):
         return cls(**{"d_model": 1024, "num_heads": 16, "d_ff": 4096, "dropout": 0.3, **changes})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class GPTConfig(_Options):
     """Sizes of the decoder-only model (notebook 09).
 
@@ -366,14 +378,7 @@ class GPTConfig(_Options):
     pad_id: int | None = 0
     positions: str = "rope"
     norm_first: bool = True
-    share_embeddings: bool = False
-    scale_embeddings: bool = True
-    final_norm: bool = True
-    norm: str = "layer"
-    norm_eps: float = 1e-5
-    activation: str = "relu"
-    bias: bool = True
-    rope_base: float = 10000.0
+    share_embeddings: bool = field(default=False, metadata={OPTION: True})
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_ff", "num_layers", "max_len"):
