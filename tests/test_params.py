@@ -108,7 +108,8 @@ def test_options_change_the_count_by_what_they_add():
 
 
 def test_a_default_config_reads_as_before_and_a_changed_option_shows():
-    assert repr(wt.ModelConfig()) == ("ModelConfig(src_vocab_size=30000, tgt_vocab_size=30000, d_model=512, num_heads=8, "
+    assert repr(wt.ModelConfig()) == ("ModelConfig(src_vocab_size=30000, tgt_vocab_size=30000, d_model=512, "
+                                      "num_heads=8, "
                                       "d_ff=2048, num_layers=6, max_len=5000, dropout=0.1, pad_id=0, "
                                       "share_embeddings=False)")
     assert repr(wt.GPTConfig(norm="rms", share_embeddings=True)).endswith(
