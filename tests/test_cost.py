@@ -56,3 +56,16 @@ def test_timed_costs_report_a_time_for_every_part_and_the_same_flops(cfg):
     assert [(c.part, c.params, c.gflops) for c in timed] == [(c.part, c.params, c.gflops) for c in untimed]
     assert all(c.ms is not None and c.ms >= 0 for c in timed)
     assert "share" in cost.format_costs(timed) and "share" not in cost.format_costs(untimed)
+
+
+def test_costs_follow_the_block_options():
+    """SwiGLU: a third D×d_ff matrix (params and FLOPs half again); RMSNorm: no shift; bias=False: no biases."""
+    modern = wt.ModelConfig(src_vocab_size=11, tgt_vocab_size=11, d_model=D, num_heads=H, d_ff=D_FF, num_layers=1,
+                            activation="swiglu", norm="rms", bias=False)
+    by_part = {c.part: c for c in cost.encoder_layer_costs(modern, batch=B, src_len=L)}
+    assert by_part["Q, K, V, O projections"].params == 4 * D * D
+    assert by_part["feed-forward (∝ L)"].params == 3 * D * D_FF
+    assert by_part["feed-forward (∝ L)"].gflops * 1e9 == pytest.approx(3 * (2 * B * L * D * D_FF))
+    assert by_part["2 × Add & Norm"].params == 2 * D  # RMSNorm: a scale only
+    gqa = wt.GPTConfig(vocab_size=11, d_model=D, num_heads=H, num_kv_heads=2, d_ff=D_FF, num_layers=3, bias=False)
+    assert cost.gqa_costs(gqa).attention_parameters == 2 * D * D + 2 * D * (2 * D // H)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 import walkthrough as wt
 from walkthrough.__main__ import main
@@ -301,7 +302,7 @@ def test_language_model_settings_are_checked():
     with pytest.raises(ValueError, match="num_kv_heads=3 does not divide num_heads=4"):
         GPTSettings(num_kv_heads=3)
     with pytest.raises(ValueError, match="positions must be one of"):
-        GPTSettings(positions="learned")
+        GPTSettings(positions="absolute")
     with pytest.raises(TypeError, match=r"settings must be a walkthrough\.GPTSettings"):
         GPTTrainer(wt.TrainSettings())
 
@@ -406,3 +407,23 @@ def test_apply_rope_in_float64_computes_its_angles_in_float64():
     torch.testing.assert_close(wt.apply_rope(q, offset), rotated(q), rtol=1e-9, atol=1e-9)
     score = (wt.apply_rope(q, offset) * wt.apply_rope(k, offset + 3)).sum()
     torch.testing.assert_close(score, (rotated(q) * wt.apply_rope(k, offset + 3)).sum(), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
+def test_gpt_block_equals_pytorchs_layer_with_the_same_norm_placement(norm_first):
+    """An independent reference for the residual path (issue 30): PyTorch's own nn.TransformerEncoderLayer with
+    norm_first and a causal mask is a GPT block; swapping pre- and post-norm in ours fails this."""
+    from walkthrough.config import Block
+    torch.manual_seed(0)
+    theirs = nn.TransformerEncoderLayer(16, 4, 24, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
+    ours = wt.DecoderLayer(16, 4, 24, 0.0, cross_attention=False, block=Block(norm_first=norm_first)).eval()
+    with torch.no_grad():
+        for p in theirs.parameters():
+            p.normal_(0, 0.5)  # norms away from 1 and 0, so their placement shows
+        wt.copy_torch_attention(ours.self_attn, theirs.self_attn)
+        for mine, torchs in ((ours.feed_forward.linear1, theirs.linear1), (ours.feed_forward.linear2, theirs.linear2),
+                             (ours.add_norm1.norm, theirs.norm1), (ours.add_norm3.norm, theirs.norm2)):
+            mine.load_state_dict(torchs.state_dict())
+        x = 3 * torch.randn(2, 6, 16)
+        expected = theirs(x, src_mask=nn.Transformer.generate_square_subsequent_mask(6), is_causal=True)
+        torch.testing.assert_close(ours(x, None, wt.causal_mask(6)), expected, rtol=1e-5, atol=1e-5)

@@ -1,5 +1,7 @@
 """Parameter counts against the paper's Table 3, and one matrix shared three ways (paper §3.4)."""
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
@@ -67,3 +69,48 @@ def test_seed_example_is_gone_paper_base_has_the_articles_sizes():
     assert not hasattr(wt.ModelConfig, "seed_example")  # a 0.x package: the old name went, not deprecated
     assert wt.ModelConfig.paper_base() == wt.ModelConfig(src_vocab_size=30000, tgt_vocab_size=30000, d_model=512,
                                                          num_heads=8, d_ff=2048, num_layers=6)
+
+
+OPTIONS = [dict(), dict(norm="rms"), dict(activation="swiglu"), dict(activation="gelu_tanh", bias=False),
+           dict(positions="learned", share_embeddings=True), dict(final_norm=False, norm_first=True),
+           dict(positions="rope", norm="rms", activation="swiglu", bias=False, rope_base=500000.0),
+           dict(positions="sinusoidal_halves", scale_embeddings=False, activation="silu")]
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "paper")
+def test_parameter_count_follows_every_option_in_both_models(options):
+    """config.parameter_count, a formula, equals the built model's own count for each option (and GQA)."""
+    from walkthrough.config import parameter_count
+    model_cfg = wt.ModelConfig(src_vocab_size=50, tgt_vocab_size=50, d_model=16, num_heads=4, d_ff=24, num_layers=2,
+                               max_len=30, **options)
+    gpt_cfg = wt.GPTConfig(vocab_size=50, d_model=16, num_heads=4, num_kv_heads=2, d_ff=24, num_layers=2, max_len=30,
+                           **options)
+    assert parameter_count(model_cfg) == parameters(model_cfg)
+    with torch.device("meta"):
+        gpt = wt.GPT(gpt_cfg)
+    assert parameter_count(gpt_cfg) == sum(p.numel() for p in gpt.parameters())
+    assert wt.memory.parameter_tensors(model_cfg) == len(list(wt.Transformer(model_cfg).parameters()))
+
+
+def test_options_change_the_count_by_what_they_add():
+    """The differences themselves, by hand: SwiGLU adds one D×d_ff matrix and its bias per FFN, RMSNorm drops
+    each norm's shift, learned positions add a [max_len, D] table per embedding, no bias drops every shift."""
+    from walkthrough.config import parameter_count
+    base = wt.GPTConfig(vocab_size=50, d_model=16, num_heads=4, d_ff=24, num_layers=2, max_len=30)
+    count = lambda **changes: parameter_count(dataclasses.replace(base, **changes))  # noqa: E731
+    norms = 2 * 2 + 1  # two per layer and the final one
+    assert count(activation="swiglu") - count() == 2 * (16 * 24 + 24)
+    assert count() - count(norm="rms") == norms * 16
+    assert count(positions="learned") - count() == 30 * 16
+    assert count(share_embeddings=True) == count() - 50 * 16
+    linears = 2 * (4 * 16 + 24 + 16)  # per layer: Q, K, V, O; W_1; W_2
+    assert count() - count(bias=False) == linears + norms * 16 + 50  # + the LayerNorm shifts and the head's bias
+
+
+def test_a_default_config_reads_as_before_and_a_changed_option_shows():
+    assert repr(wt.ModelConfig()) == ("ModelConfig(src_vocab_size=30000, tgt_vocab_size=30000, d_model=512, "
+                                      "num_heads=8, "
+                                      "d_ff=2048, num_layers=6, max_len=5000, dropout=0.1, pad_id=0, "
+                                      "share_embeddings=False)")
+    assert repr(wt.GPTConfig(norm="rms", share_embeddings=True)).endswith(
+        "positions='rope', norm_first=True, share_embeddings=True, norm='rms')")

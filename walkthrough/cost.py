@@ -40,20 +40,21 @@ def _parts(layer: EncoderLayer, x: torch.Tensor):
         (N_("softmax (∝ L²)"), (), lambda: scores.softmax(-1)),
         (N_("weights·V (∝ L²)"), (), lambda: weights @ v),  # [B, H, L, d_k]
         (N_("feed-forward (∝ L)"), (ffn,), lambda: ffn(x)),
-        (N_("2 × Add & Norm"), norms, lambda: [n(x, x) for n in norms]),
+        (N_("2 × Add & Norm"), norms, lambda: [n(x, x) for n in norms]),  # LayerNorm or RMSNorm
     ]
 
 
 def encoder_layer_costs(cfg: ModelConfig, batch: int, src_len: int, timed: bool = False,
                         repeats: int = 5) -> list[Cost]:
-    """Costs of each part of one encoder layer on a [batch, src_len, d_model] input.
+    """Costs of each part of one encoder layer on a [batch, src_len, d_model] input, built with ``cfg``'s options
+    (SwiGLU's third matrix, RMSNorm's missing shift, no biases all show in the parameters and FLOPs).
 
     Untimed runs on the meta device (instant, any size); timed runs on the CPU and reports the
     median of ``repeats`` runs.
     """
     device = "cpu" if timed else "meta"
     with torch.device(device), torch.inference_mode():
-        layer = EncoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, 0.0).eval()
+        layer = EncoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, 0.0, cfg.block).eval()
         x = torch.randn(batch, src_len, cfg.d_model)
         out = []
         for name, modules, run in _parts(layer, x):
@@ -107,7 +108,7 @@ class GQACosts:
 def gqa_costs(cfg: GPTConfig, batch: int = 32, length: int = 14) -> GQACosts:
     """K's shape and the attention's parameter count from the real module on the meta device; the cache per token."""
     with torch.device("meta"):
-        attention = MultiHeadAttention(cfg.d_model, cfg.num_heads, num_kv_heads=cfg.num_kv_heads)
+        attention = MultiHeadAttention(cfg.d_model, cfg.num_heads, num_kv_heads=cfg.num_kv_heads, block=cfg.block)
         x = torch.empty(batch, length, cfg.d_model)  # [B, L, D]
         k = attention.split_heads(attention.w_k(x), attention.num_kv_heads)  # [B, H_kv, L, d_k]
     parameters = sum(p.numel() for p in attention.parameters())
