@@ -294,6 +294,11 @@ class Outer(nn.Module):
         return self.block(x)
 
 
+CPU_ONLY = torch.library.Library("wt_test", "DEF")  # an op with a CPU kernel and no meta (or fake) one
+CPU_ONLY.define("cpu_only(Tensor x) -> Tensor")
+CPU_ONLY.impl("cpu_only", lambda x: x * 3, "CPU")
+
+
 class Lambda(nn.Module):
     def __init__(self, fn):
         super().__init__()
@@ -307,7 +312,8 @@ class Lambda(nn.Module):
     (ReadsAValue(), "aten.is_nonzero", "right after aten.gt -> [] needs a tensor's values"),
     (Lambda(lambda x: x * x.sum().item()), None, "needs a tensor's values"),
     (Lambda(lambda x: x[torch.nonzero(x)]), "aten.nonzero", "needs a tensor's values"),
-    (Lambda(lambda x: torch.equal(x, x) and x), "aten.equal", "aten.equal has no meta-device kernel"),
+    (Lambda(lambda x: torch.equal(x, x) and x), "aten.equal", "aten.equal needs a tensor's values"),
+    (Lambda(lambda x: torch.ops.wt_test.cpu_only(x)), "wt_test.cpu_only", "wt_test.cpu_only has no meta-device kernel"),
     (Lambda(lambda x: x @ torch.ones(3, 2)), "aten.matmul", "aten.matmul failed on the meta device"),
 ])
 def test_a_module_that_cannot_run_on_meta_gets_the_op_and_the_module_path(inner, op, message):
