@@ -301,7 +301,7 @@ def test_language_model_settings_are_checked():
     with pytest.raises(ValueError, match="num_kv_heads=3 does not divide num_heads=4"):
         GPTSettings(num_kv_heads=3)
     with pytest.raises(ValueError, match="positions must be one of"):
-        GPTSettings(positions="learned")
+        GPTSettings(positions="absolute")
     with pytest.raises(TypeError, match=r"settings must be a walkthrough\.GPTSettings"):
         GPTTrainer(wt.TrainSettings())
 

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .cache import KVCache
-from .config import check_heads, check_rope_pairs, check_same_batch, checks_inputs
+from .config import PAPER_BLOCK, Block, check_heads, check_rope_pairs, check_same_batch, checks_inputs
 from .i18n import _
 from .masks import check_mask
 from .recording import active, record
@@ -33,16 +33,21 @@ def scaled_dot_product_attention(
 
     q [B, H, L_q, d_k], k [B, H, L_k, d_k], v [B, H, L_k, d_v]; mask bool (True = may attend),
     broadcastable to [B, H, L_q, L_k]. Blocked scores become the dtype's most negative finite
-    number: -inf would turn a fully blocked row into NaN, and -1e9 overflows float16.
+    number: -inf would turn a fully blocked row into NaN, and -1e9 overflows float16. A query row that
+    may see no key attends to nothing: its weights are all 0 and its context is 0 (FlashAttention's
+    convention), so it never reads a key it was denied, the future included.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # [B, H, L_q, L_k]
     record("scores", scores)
     if mask is not None:
         scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)  # keep where True
     weights = scores.softmax(dim=-1)  # [B, H, L_q, L_k], each row sums to 1
-    record("weights", weights)
     kept = weights if dropout is None else dropout(weights)
     context = kept @ v  # [B, H, L_q, d_v]
+    if mask is not None:  # a row that may see no key attends to nothing
+        sees = mask.any(-1, keepdim=True)  # [B or 1, H or 1, L_q or 1, 1]
+        weights, context = torch.where(sees, weights, 0.0), torch.where(sees, context, 0.0)
+    record("weights", weights)
     record("context", context)
     return context, weights
 
@@ -51,12 +56,9 @@ def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
                     dropout: float = 0.0) -> torch.Tensor:
     """``scaled_dot_product_attention``'s context from PyTorch's fused kernel (no [L_q, L_k] weights kept).
 
-    k, v may hold fewer (K/V) heads than q: each serves its group of query heads. Our bool mask becomes an
-    additive one with the dtype's minimum, as the written-out path does: a fully blocked row then averages
-    the values as ours does (a bool mask would give zeros there).
+    k, v may hold fewer (K/V) heads than q: each serves its group of query heads. Our bool mask goes in as it
+    is (True = may attend, as PyTorch's): a row that may see no key then gives 0, as the written-out path does.
     """
-    if mask is not None:
-        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, torch.finfo(q.dtype).min)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
                                           enable_gqa=k.size(1) != q.size(1))  # [B, H, L_q, d_v]
 
@@ -117,12 +119,13 @@ class MultiHeadAttention(nn.Module):
     One D×D W_q split into H column blocks is the same as H separate D×d_k matrices: the split
     is a ``view``, not a new computation. ``num_kv_heads`` = H_kv < H is grouped-query attention: each
     group of H / H_kv query heads shares one K/V head (1 = multi-query attention); None means H_kv = H.
-    ``rope`` rotates Q and K by their positions (notebook 09). ``keep_weights`` (set inside
+    ``rope`` rotates Q and K by their positions (notebook 09), at ``block.rope_base``; ``block.bias``: the four
+    projections have biases. ``keep_weights`` (set inside
     ``with keep_attention_weights(model):``) keeps the last weights in ``attn_weights``.
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, num_kv_heads: int | None = None,
-                 rope: bool = False):
+                 rope: bool = False, block: Block = PAPER_BLOCK):
         super().__init__()
         check_heads(d_model, num_heads, num_kv_heads)
         self.num_heads = num_heads
@@ -131,10 +134,11 @@ class MultiHeadAttention(nn.Module):
         if rope:
             check_rope_pairs(self.d_k)
         self.rope = rope
-        self.w_q = nn.Linear(d_model, d_model)
-        self.w_k = nn.Linear(d_model, self.num_kv_heads * self.d_k)
-        self.w_v = nn.Linear(d_model, self.num_kv_heads * self.d_k)
-        self.w_o = nn.Linear(d_model, d_model)
+        self.rope_base = block.rope_base
+        self.w_q = nn.Linear(d_model, d_model, bias=block.bias)
+        self.w_k = nn.Linear(d_model, self.num_kv_heads * self.d_k, bias=block.bias)
+        self.w_v = nn.Linear(d_model, self.num_kv_heads * self.d_k, bias=block.bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=block.bias)
         self.dropout = nn.Dropout(dropout)
         self.keep_weights = False
         self.attn_weights: torch.Tensor | None = None
@@ -201,7 +205,7 @@ class MultiHeadAttention(nn.Module):
         or, given, at each batch row's ``positions`` [B, L]."""
         if not self.rope:
             return x
-        x = apply_rope(x, offset, positions)
+        x = apply_rope(x, offset, positions, self.rope_base)
         record(step, x)
         return x
 

@@ -75,7 +75,8 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d_out:
     -> (d_q [B, H, L_q, d_k], d_k [B, H, L_k, d_k], d_v [B, H, L_k, d_v]).
 
     The forward's weights are recomputed here (autograd keeps them instead). Blocked scores were set to
-    the dtype's minimum, so they get no gradient; a fully blocked row is uniform and finite, as forward.
+    the dtype's minimum, so they get no gradient; a row that may see no key attended to nothing (weights 0,
+    as forward) and gives none.
     """
     for name, value in (("q", q), ("k", k), ("v", v), ("d_out", d_out)):
         _check_tensor(name, value, "B H L d")
@@ -90,6 +91,8 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d_out:
         check_mask(mask, scores.shape)
         scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)  # [B, H, L_q, L_k]
+    if mask is not None:
+        weights = torch.where(mask.any(-1, keepdim=True), weights, 0.0)  # a row that sees no key: all 0
     d_v = weights.transpose(-2, -1) @ d_out  # [B, H, L_k, d_v]: each key's value collects from every query
     d_weights = d_out @ v.transpose(-2, -1)  # [B, H, L_q, L_k]
     d_scores = softmax_backward(weights, d_weights)  # [B, H, L_q, L_k]

@@ -158,13 +158,15 @@ def decoding_step(cache: DecodingCache | None):
     return nullcontext() if cache is None else cache.step()
 
 
-def position_ids(ids: torch.Tensor, pad_id: int, new_positions: int | None = None) -> torch.Tensor:
+def position_ids(ids: torch.Tensor, pad_id: int | None, new_positions: int | None = None) -> torch.Tensor:
     """ids [B, t] (every id so far) -> each one's position [B, t], or the last n's [B, n] (``new_positions=n``).
 
     Each row counts from its first real token, so left padding takes no position: a left-padded prompt
-    gets the positions it has alone. The PAD before it get 0 (they are never attended to).
+    gets the positions it has alone. The PAD before it get 0 (they are never attended to). ``pad_id=None``:
+    no padding, positions 0, 1, ...
     """
-    first = (ids != pad_id).long().argmax(dim=1)  # [B]: index of the first real token (argmax: the first max)
+    first = torch.zeros(ids.size(0), dtype=torch.long, device=ids.device) if pad_id is None else \
+        (ids != pad_id).long().argmax(dim=1)  # [B]: index of the first real token (argmax: the first max)
     positions = (torch.arange(ids.size(1), device=ids.device) - first[:, None]).clamp(min=0)  # [B, t]
     return positions if new_positions is None else positions[:, ids.size(1) - new_positions:]
 
@@ -172,10 +174,12 @@ def position_ids(ids: torch.Tensor, pad_id: int, new_positions: int | None = Non
 def self_attention_mask(model: nn.Module, new_ids: torch.Tensor, cache: DecodingCache | None,
                         source: torch.Tensor | None = None) -> torch.Tensor:
     """The decoder's self-attention mask for ``new_ids`` [B, n]: [B, 1, n, n] without a cache. With one
-    (checked, then extended by the new ids), the new positions ask and every id so far answers: [B, 1, n, t]."""
+    (checked, then extended by the new ids), the new positions ask and every id so far answers: [B, 1, n, t].
+    With a ``source`` (an encoder-decoder) the target's first token is its start token: real whatever its id."""
+    start_token = source is not None
     if cache is None:
-        return decoder_self_mask(new_ids, model.cfg.pad_id)
+        return decoder_self_mask(new_ids, model.cfg.pad_id, start_token=start_token)
     if not isinstance(cache, DecodingCache):
         raise TypeError(_("cache must come from model.new_cache(...), got {type}").format(type=type(cache).__name__))
     cache.check(model, new_ids, source)
-    return decoder_self_mask(cache.append(new_ids), model.cfg.pad_id, new_ids.size(1))
+    return decoder_self_mask(cache.append(new_ids), model.cfg.pad_id, new_ids.size(1), start_token)

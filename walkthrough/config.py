@@ -102,19 +102,24 @@ def _check_dropout(dropout) -> None:
 
 def parameter_count(cfg: ModelConfig | GPTConfig) -> int:
     """Every learned number of the model ``cfg`` describes (a shared matrix counted once); tested equal to the
-    built model's own count, so it cannot drift from the model."""
-    d, f, layers = cfg.d_model, cfg.d_ff, cfg.num_layers
-    feed_forward, norm = 2 * d * f + f + d, 2 * d  # two linears with biases; a LayerNorm's scale and shift
+    built model's own count for every option, so it cannot drift from the model."""
+    d, f, layers, bias = cfg.d_model, cfg.d_ff, cfg.num_layers, int(cfg.bias)
+    linear = lambda n_in, n_out: n_in * n_out + bias * n_out  # noqa: E731 (a weight and, with bias, its shift)
+    ffn_inputs = 3 if cfg.activation == "swiglu" else 2  # SwiGLU: W_1 and W_up read x, W_2 writes back
+    feed_forward = (ffn_inputs - 1) * linear(d, f) + linear(f, d)
+    norm = d + (bias * d if cfg.norm == "layer" else 0)  # a scale; LayerNorm also a shift (RMSNorm never)
+    final_norm = norm if cfg.final_norm else 0
+    positions = cfg.max_len * d if cfg.positions == "learned" else 0  # one learned table per embedding
     if isinstance(cfg, GPTConfig):
         kv = cfg.kv_heads * cfg.d_k  # K and V project to the K/V heads only
-        attention = 2 * (d * d + d) + 2 * (d * kv + kv)
-        return cfg.vocab_size * d + layers * (attention + feed_forward + 2 * norm) + norm + d * cfg.vocab_size \
-            + cfg.vocab_size
-    attention = 4 * (d * d + d)
-    embeddings = cfg.src_vocab_size * d + (0 if cfg.share_embeddings else cfg.tgt_vocab_size * d)
-    head = (0 if cfg.share_embeddings else d * cfg.tgt_vocab_size) + cfg.tgt_vocab_size
-    encoder = layers * (attention + feed_forward + 2 * norm) + norm
-    decoder = layers * (2 * attention + feed_forward + 3 * norm) + norm
+        attention = 2 * linear(d, d) + 2 * linear(d, kv)
+        head = (0 if cfg.share_embeddings else d * cfg.vocab_size) + bias * cfg.vocab_size
+        return cfg.vocab_size * d + positions + layers * (attention + feed_forward + 2 * norm) + final_norm + head
+    attention = 4 * linear(d, d)
+    embeddings = cfg.src_vocab_size * d + (0 if cfg.share_embeddings else cfg.tgt_vocab_size * d) + 2 * positions
+    head = (0 if cfg.share_embeddings else d * cfg.tgt_vocab_size) + bias * cfg.tgt_vocab_size
+    encoder = layers * (attention + feed_forward + 2 * norm) + final_norm
+    decoder = layers * (2 * attention + feed_forward + 3 * norm) + final_norm
     return embeddings + encoder + decoder + head
 
 
@@ -123,10 +128,11 @@ def build_peak_bytes(cfg: ModelConfig | GPTConfig) -> int:
 
     A sinusoidal table [max_len, D] is filled from two temporaries of half its size (the angles, then their
     sines or cosines), so while the last table is built the process holds everything plus one table. RoPE
-    builds no table. Tested against the peaks measured when building (tests/test_bad_input.py).
+    builds no table; a learned table is a parameter. Tested against the peaks measured when building
+    (tests/test_bad_input.py).
     """
-    tables = 0 if isinstance(cfg, GPTConfig) and cfg.positions == "rope" else (
-        1 if isinstance(cfg, GPTConfig) else 2)  # the encoder-decoder's two embeddings each hold one
+    built = 0 if cfg.positions in ("rope", "learned") else 1  # learned tables are parameters, counted there
+    tables = built * (1 if isinstance(cfg, GPTConfig) else 2)  # the encoder-decoder's two embeddings each hold one
     table = cfg.max_len * cfg.d_model
     return 4 * (parameter_count(cfg) + tables * table + (table if tables else 0))
 
@@ -203,13 +209,96 @@ def check_fits_in_memory(cfg: ModelConfig | GPTConfig, what: str) -> None:
                              max_room_0_2_30=max(room, 0) / 2 ** 30))
 
 
+POSITIONS = ("sinusoidal", "sinusoidal_halves", "learned", "rope")
+NORMS = ("layer", "rms")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu")
+
+
+def _check_choice(name: str, value, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(_("{name} must be one of {choices}, got {value!r}").format(
+            name=name, choices=choices, value=value))
+
+
+def _check_bool(name: str, value) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(_("{name} must be True or False, got {value!r}").format(name=name, value=value))
+
+
+def _check_positive_number(name: str, value, usual: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(_("{name} must be a number > 0 ({usual} is usual), got {value!r}").format(
+            name=name, usual=usual, value=value))
+
+
 @dataclass(frozen=True)
-class ModelConfig:
+class Block:
+    """How every layer is built. The defaults are the source articles' block (post-norm LayerNorm, ReLU, biases).
+
+    ``norm``: "layer" (LayerNorm) or "rms" (RMSNorm: no mean, no shift); ``norm_eps`` inside its square root.
+    ``norm_first``: pre-norm, x + sublayer(norm(x)). ``activation``: the feed-forward's "relu", "gelu"
+    (exact), "gelu_tanh" (GPT-2's), "silu" (swish, Marian's) or "swiglu" (Llama's: SiLU(x·W_1) ⊙ x·W_up,
+    a third matrix). ``bias``: a shift in every linear (and LayerNorm). ``rope_base``: the base of the
+    rotary angles (10000 in RoFormer, 500000 in Llama 3), used where attention rotates.
+    """
+
+    norm: str = "layer"
+    norm_eps: float = 1e-5
+    norm_first: bool = False
+    activation: str = "relu"
+    bias: bool = True
+    rope_base: float = 10000.0
+
+    def __post_init__(self) -> None:
+        _check_choice("norm", self.norm, NORMS)
+        _check_positive_number("norm_eps", self.norm_eps, "1e-5")
+        _check_bool("norm_first", self.norm_first)
+        _check_choice("activation", self.activation, ACTIVATIONS)
+        _check_bool("bias", self.bias)
+        _check_positive_number("rope_base", self.rope_base, "10000")
+
+
+PAPER_BLOCK = Block()  # the source articles' block: every layer's default
+
+
+def _check_model_options(cfg: ModelConfig | GPTConfig, vocab_size: int) -> None:
+    """What both configs share: dropout, pad_id (None: no padding), positions, tying, the final norm, the block."""
+    _check_dropout(cfg.dropout)
+    if cfg.pad_id is not None:
+        check_token_id("pad_id", cfg.pad_id, vocab_size)
+    _check_choice("positions", cfg.positions, POSITIONS)
+    if cfg.positions == "rope":
+        check_rope_pairs(cfg.d_k)
+    for name in ("share_embeddings", "final_norm", "scale_embeddings"):
+        _check_bool(name, getattr(cfg, name))
+    cfg.block  # noqa: B018 (builds the Block, which checks its own options)
+
+
+class _Options:
+    """The options both configs share, gathered for the layers."""
+
+    @property
+    def d_k(self) -> int:
+        """Features per head."""
+        return self.d_model // self.num_heads
+
+    @property
+    def block(self) -> Block:
+        """This config's layer options."""
+        return Block(self.norm, self.norm_eps, self.norm_first, self.activation, self.bias, self.rope_base)
+
+
+@dataclass(frozen=True)
+class ModelConfig(_Options):
     """Every size the encoder-decoder needs. Frozen, so a config can key a cache.
 
     ``d_model`` must split evenly into ``num_heads`` heads of size ``d_k = d_model // num_heads``.
     ``share_embeddings`` (paper §3.4): one [V, D] matrix serves as source embedding, target embedding
-    and output projection; it needs equal vocabularies.
+    and output projection; it needs equal vocabularies. ``pad_id=None``: no token is padding.
+    ``positions``: "sinusoidal" (the paper's table, sines and cosines interleaved), "sinusoidal_halves"
+    (the same numbers, sines in the first half of the features: Marian's), "learned" (a [max_len, D]
+    parameter) or "rope" (self-attention rotates Q and K by ``rope_base``). ``scale_embeddings``: the
+    token vectors times sqrt(D). ``final_norm``: a norm after each stack. The rest is ``Block``'s.
     """
 
     src_vocab_size: int = 30000
@@ -220,28 +309,28 @@ class ModelConfig:
     num_layers: int = 6
     max_len: int = 5000
     dropout: float = 0.1
-    pad_id: int = 0
+    pad_id: int | None = 0
     share_embeddings: bool = False
+    positions: str = "sinusoidal"
+    scale_embeddings: bool = True
+    final_norm: bool = True
+    norm: str = "layer"
+    norm_eps: float = 1e-5
+    norm_first: bool = False
+    activation: str = "relu"
+    bias: bool = True
+    rope_base: float = 10000.0
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_ff", "num_layers", "max_len"):
             check_positive_int(name, getattr(self, name))
         check_heads(self.d_model, self.num_heads)
-        _check_dropout(self.dropout)
-        check_token_id("pad_id", self.pad_id, min(self.src_vocab_size, self.tgt_vocab_size))
-        if not isinstance(self.share_embeddings, bool):
-            raise TypeError(_("share_embeddings must be True or False, got {share_embeddings!r}").format(
-                share_embeddings=self.share_embeddings))
+        _check_model_options(self, min(self.src_vocab_size, self.tgt_vocab_size))
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(_("share_embeddings=True needs one vocabulary for both sides, got src_vocab_size="
                              "{src_vocab_size} and tgt_vocab_size={tgt_vocab_size}: build a joint "
                              "vocabulary or set share_embeddings=False").format(
                                  src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size))
-
-    @property
-    def d_k(self) -> int:
-        """Features per head."""
-        return self.d_model // self.num_heads
 
     @classmethod
     def paper_base(cls, **changes) -> ModelConfig:
@@ -255,16 +344,15 @@ class ModelConfig:
         return cls(**{"d_model": 1024, "num_heads": 16, "d_ff": 4096, "dropout": 0.3, **changes})
 
 
-POSITIONS = ("sinusoidal", "rope")
-
-
 @dataclass(frozen=True)
-class GPTConfig:
+class GPTConfig(_Options):
     """Sizes of the decoder-only model (notebook 09).
 
     ``num_kv_heads`` < ``num_heads`` is grouped-query attention (1 = multi-query); None means one K/V
-    head per query head. ``positions``: "sinusoidal" adds the table to the input, "rope" rotates Q and K
-    inside attention. ``norm_first``: pre-norm, as every current GPT (the paper is post-norm).
+    head per query head. ``positions``: "rope" rotates Q and K inside attention, the others add a table to
+    the input (as ``ModelConfig``'s). ``norm_first``: pre-norm, as every current GPT (the paper is post-norm).
+    ``share_embeddings``: the output head reuses the token table (GPT-2's tied embeddings). The other
+    options are ``ModelConfig``'s; the defaults are notebook 09's GPT.
     """
 
     vocab_size: int = 50257
@@ -275,29 +363,23 @@ class GPTConfig:
     num_layers: int = 12
     max_len: int = 1024
     dropout: float = 0.1
-    pad_id: int = 0
+    pad_id: int | None = 0
     positions: str = "rope"
     norm_first: bool = True
+    share_embeddings: bool = False
+    scale_embeddings: bool = True
+    final_norm: bool = True
+    norm: str = "layer"
+    norm_eps: float = 1e-5
+    activation: str = "relu"
+    bias: bool = True
+    rope_base: float = 10000.0
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_ff", "num_layers", "max_len"):
             check_positive_int(name, getattr(self, name))
         check_heads(self.d_model, self.num_heads, self.num_kv_heads)
-        _check_dropout(self.dropout)
-        check_token_id("pad_id", self.pad_id, self.vocab_size)
-        if self.positions not in POSITIONS:
-            raise ValueError(_("positions must be one of {POSITIONS}, got {positions!r}").format(
-                POSITIONS=POSITIONS, positions=self.positions))
-        if self.positions == "rope":
-            check_rope_pairs(self.d_k)
-        if not isinstance(self.norm_first, bool):
-            raise TypeError(_("norm_first must be True or False, got {norm_first!r}").format(
-                norm_first=self.norm_first))
-
-    @property
-    def d_k(self) -> int:
-        """Features per head."""
-        return self.d_model // self.num_heads
+        _check_model_options(self, self.vocab_size)
 
     @property
     def kv_heads(self) -> int:

@@ -235,6 +235,8 @@ def check_left_padded(model: GPT, prompt: torch.Tensor) -> None:
     """prompt [B, L_p]: PAD (model.cfg.pad_id) only before a row's first real token, at least one real token
     per row; left padding only for a GPT whose positions can start at each row's first token (rope)."""
     pad_id = model.cfg.pad_id
+    if pad_id is None:
+        return  # a GPT without padding (GPT-2): every token is real
     real = prompt != pad_id  # [B, L_p]
     empty = (~real.any(dim=1)).nonzero().flatten().tolist()
     if empty:
@@ -287,7 +289,8 @@ def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_id: int 
         finished = torch.zeros(prompt.size(0), dtype=torch.bool, device=prompt.device)
         for _step in range(max_new_tokens):
             logits = model(fed, cache)[:, -1]  # [B, V]
-            next_id = sample_next(logits, temperature, top_k, top_p, generator).masked_fill(finished, model.cfg.pad_id)
+            after_eos = eos_id if model.cfg.pad_id is None else model.cfg.pad_id  # what a finished row repeats
+            next_id = sample_next(logits, temperature, top_k, top_p, generator).masked_fill(finished, after_eos)
             ids = torch.cat([ids, next_id[:, None]], dim=1)  # [B, t+1]
             fed = next_id[:, None] if use_cache else ids
             if eos_id is not None:

@@ -15,8 +15,8 @@ computed with the causal mask inside them. The loops are for reading, not speed:
 the same arithmetic with each tile in the on-chip SRAM.
 
 Conventions as in ``attention.scaled_dot_product_attention``: a bool mask, True = may attend,
-broadcastable to [B, H, L_q, L_k]; a blocked score becomes the dtype's minimum, so a row with nothing
-to attend to gets equal weights on every key (the mean of V) and stays finite. ``causal`` is aligned
+broadcastable to [B, H, L_q, L_k]; a blocked score becomes the dtype's minimum, and a row with nothing
+to attend to gives 0 (it reads no value). ``causal`` is aligned
 bottom-right, as ``masks.causal_mask(L_k, queries=L_q)``: query i sees keys 0 .. i + L_k - L_q.
 """
 
@@ -103,11 +103,11 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
         for tile in by_block.get(start, []):
             scores = _scores(q_block, k, tile, mask, scale, k.size(2) - q.size(2), lowest)  # [B, H, b_q, b_k]
             m, sum_exp, acc = online_softmax_step(m, sum_exp, acc, scores, v[:, :, _cut(tile.keys)])
-        # A row that saw only blocked scores (m still the minimum) gets equal weights on all L_k keys,
-        # skipped tiles included, as the plain path gives it. l >= 1 once a tile is seen (its max adds exp(0)).
+        # A row that saw only blocked scores (m still the minimum) attends to nothing: 0, as the plain path
+        # gives it. l >= 1 once a tile is seen (its max adds exp(0)).
         blocked = m == lowest  # [B, H, b_q]
         sum_exp = sum_exp.clamp(min=1)
-        outs.append(torch.where(blocked[..., None], v.mean(-2, keepdim=True), acc / sum_exp[..., None]))
+        outs.append(torch.where(blocked[..., None], 0.0, acc / sum_exp[..., None]))
         lses.append(torch.where(blocked, lowest, m + sum_exp.log()))
     return torch.cat(outs, dim=2), torch.cat(lses, dim=2)  # [B, H, L_q, d_v], [B, H, L_q]
 
@@ -121,8 +121,7 @@ def flash_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
 
     Each tile's weights are recomputed from q, k and the forward's ``lse`` (P = exp(S - lse)), and the
     softmax backward dS = P ∘ (dP - Δ) needs only one number per row, Δ = rowsum(d_out ∘ out). A
-    blocked score gets no gradient; a row with nothing to attend to (lse at the dtype's minimum) spread
-    equal weights over every key, so only V gets its gradient.
+    blocked score gets no gradient, and a row with nothing to attend to (lse at the dtype's minimum) gives none.
     """
     mask = _check_inputs(q, k, v, mask, causal, block_q, block_k)
     for name, tensor, shape in (("out", out, (*q.shape[:3], v.size(-1))), ("lse", lse, q.shape[:3]),
@@ -146,8 +145,6 @@ def flash_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
         d_s = p * (d_p - delta[:, :, rows, None]) * scale  # [B, H, b_q, b_k]: through softmax and ÷√d_k
         grad_q[:, :, rows] += d_s @ k[:, :, keys]  # [B, H, b_q, d_k]
         grad_k[:, :, keys] += d_s.transpose(-2, -1) @ q[:, :, rows]  # [B, H, b_k, d_k]
-    blocked = (lse == lowest)[..., None]  # [B, H, L_q, 1]: rows that weighed every key 1 / L_k
-    grad_v += (d_out * blocked).sum(-2, keepdim=True) / k.size(2)  # [B, H, 1, d_v], the same for every key
     return grad_q, grad_k, grad_v
 
 

@@ -16,7 +16,7 @@ from .cache import DecodingCache, decoding_step, position_ids, self_attention_ma
 from .config import GPTConfig, check_fits_in_memory, check_positive_int, checks_inputs
 from .embedding import Embedding, check_ids, check_positions
 from .i18n import _
-from .layers import Decoder, DecoderLayer, OutputHead, rename_output_head_keys
+from .layers import Decoder, DecoderLayer, OutputHead, final_norm, rename_output_head_keys
 from .steps import ONE_KV_HEAD_PER_HEAD
 
 
@@ -38,12 +38,15 @@ class GPT(nn.Module):
         if torch.empty(0).device.type != "meta":
             check_fits_in_memory(cfg, "this GPT")
         self.cfg = cfg
-        rope = cfg.positions == "rope"
-        self.embed = Embedding(cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.dropout, add_positions=not rope)
+        self.embed = Embedding(cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.dropout, cfg.positions,
+                               cfg.scale_embeddings)
         self.decoder = Decoder([DecoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout, cross_attention=False,
-                                             norm_first=cfg.norm_first, num_kv_heads=cfg.num_kv_heads, rope=rope)
-                                for _ in range(cfg.num_layers)], cfg.d_model)
-        self.output_head = OutputHead(cfg.d_model, cfg.vocab_size)
+                                             num_kv_heads=cfg.num_kv_heads, rope=cfg.positions == "rope",
+                                             block=cfg.block)
+                                for _ in range(cfg.num_layers)], final_norm(cfg))
+        self.output_head = OutputHead(cfg.d_model, cfg.vocab_size, cfg.bias)
+        if cfg.share_embeddings:  # GPT-2's tied embeddings: one [V, D] matrix reads ids in and scores them out
+            self.output_head.proj.weight = self.embed.token.weight
         self.register_load_state_dict_pre_hook(rename_output_head_keys)
 
     @property

@@ -13,16 +13,20 @@ from .i18n import _
 from .recording import record
 
 
-def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
+def padding_mask(ids: torch.Tensor, pad_id: int | None, start_token: bool = False) -> torch.Tensor:
     """ids [B, L] -> [B, 1, 1, L]: True where the key is a real token.
 
     The two 1s let it broadcast over heads and over query positions: every query may look at
-    the same real keys.
+    the same real keys. ``pad_id=None``: the model has no padding (GPT-2), every token is real.
+    ``start_token``: ids[:, 0] is the decoder's start token, real whatever its id (Marian's is its pad id).
     """
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
         shape = list(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
         raise ValueError(_("ids must be a [B, L] tensor of token ids, got {shape}").format(shape=shape))
-    mask = (ids != pad_id)[:, None, None, :]  # [B, 1, 1, L_k]
+    real = torch.ones_like(ids, dtype=torch.bool) if pad_id is None else ids != pad_id  # [B, L]
+    if start_token:
+        real[:, 0] = True
+    mask = real[:, None, None, :]  # [B, 1, 1, L_k]
     record("padding_mask", mask)
     return mask
 
@@ -40,16 +44,18 @@ def causal_mask(length: int, device: torch.device | str | None = None, queries: 
     return mask
 
 
-def decoder_self_mask(tgt: torch.Tensor, pad_id: int, new_positions: int | None = None) -> torch.Tensor:
+def decoder_self_mask(tgt: torch.Tensor, pad_id: int | None, new_positions: int | None = None,
+                      start_token: bool = False) -> torch.Tensor:
     """tgt [B, L] -> [B, 1, L, L]: a key is allowed if it is real AND not in the future.
 
     ``new_positions=n`` (decoding with a cache: tgt holds every id so far, only the last n ask):
     -> [B, 1, n, L]. For n = 1 the causal part is all True: the newest position's past is everything.
+    ``pad_id``, ``start_token``: as in ``padding_mask``.
     """
     length = tgt.size(1)
     queries = length if new_positions is None else new_positions
     causal = causal_mask(length, device=tgt.device, queries=queries)  # [L_q, L_k]
-    mask = padding_mask(tgt, pad_id) & causal  # [B, 1, L_q, L_k]
+    mask = padding_mask(tgt, pad_id, start_token) & causal  # [B, 1, L_q, L_k]
     record("self_mask", mask)
     return mask
 

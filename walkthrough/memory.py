@@ -20,7 +20,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .attention import keep_attention_weights
-from .config import ModelConfig, check_positive_int
+from .config import ModelConfig, check_positive_int, parameter_count
 from .i18n import N_, _, ljust, width
 from .loss import sequence_loss
 from .model import Transformer
@@ -59,23 +59,11 @@ class TrainingMemory:
         return "\n".join(lines)
 
 
-def parameter_count(cfg: ModelConfig) -> int:
-    """Weights and biases of ``Transformer(cfg)``, a shared embedding counted once."""
-    d, f = cfg.d_model, cfg.d_ff
-    attention = 4 * (d * d + d)  # W_q, W_k, W_v, W_o with their biases
-    norm = 2 * d  # scale and shift
-    ffn = d * f + f + f * d + d
-    encoder = cfg.num_layers * (attention + 2 * norm + ffn) + norm
-    decoder = cfg.num_layers * (2 * attention + 3 * norm + ffn) + norm
-    tables = cfg.src_vocab_size * d + (0 if cfg.share_embeddings else 2 * cfg.tgt_vocab_size * d)
-    return tables + encoder + decoder + cfg.tgt_vocab_size  # + the output head's bias
-
-
 def parameter_tensors(cfg: ModelConfig) -> int:
-    """How many parameter tensors (Adam keeps one step counter for each)."""
-    per_encoder, per_decoder = 8 + 4 + 4, 16 + 6 + 4  # attention(s), norms, FFN: weights and biases
-    tables = 1 if cfg.share_embeddings else 3
-    return tables + 1 + cfg.num_layers * (per_encoder + per_decoder) + 4
+    """How many parameter tensors (Adam keeps one step counter for each): counted on the model itself, built on
+    the meta device (nothing allocated), so every option is followed."""
+    with torch.device("meta"):
+        return sum(1 for _ in Transformer(cfg).parameters())
 
 
 def _attention_terms(batch: int, heads: int, l_q: int, l_k: int, d_model: int, dropout: bool, written_out: bool,
@@ -98,6 +86,8 @@ def _attention_terms(batch: int, heads: int, l_q: int, l_k: int, d_model: int, d
     if written_out or dropout:
         terms[N_("attention weights [B, H, L_q, L_k]")] = (FLOAT * batch * heads * l_q * l_k
                                                           * (3 if dropout else 1))
+        if written_out:  # which query rows see any key: one bool each (a row that sees none is set to 0)
+            terms[N_("masks")] = BOOL * mask_entries // l_k
     else:
         terms[N_("softmax log-sum-exp [B, H, L_q]")] = FLOAT * batch * heads * l_q
         terms[N_("masks")] = FLOAT * mask_entries

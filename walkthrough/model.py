@@ -11,26 +11,26 @@ from .cache import DecodingCache, decoding_step, self_attention_mask
 from .config import ModelConfig, check_fits_in_memory, check_same_batch, checks_inputs
 from .embedding import Embedding, check_ids, check_positions
 from .i18n import _
-from .layers import Decoder, DecoderLayer, EncoderLayer, OutputHead, rename_output_head_keys
+from .layers import Decoder, DecoderLayer, EncoderLayer, OutputHead, final_norm, rename_output_head_keys
 from .masks import padding_mask
 from .recording import record
 from .steps import ONE_KV_HEAD_PER_HEAD
 
 
 class Encoder(nn.Module):
-    """N encoder layers, then a final LayerNorm (as ``nn.TransformerEncoder`` with ``norm=``)."""
+    """N encoder layers, then a final norm (as ``nn.TransformerEncoder`` with ``norm=``; none without final_norm)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.layers = nn.ModuleList(
-            EncoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout) for _ in range(cfg.num_layers))
-        self.norm = nn.LayerNorm(cfg.d_model)
+        self.layers = nn.ModuleList(EncoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout, cfg.block,
+                                                 rope=cfg.positions == "rope") for _ in range(cfg.num_layers))
+        self.norm = final_norm(cfg)
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None) -> torch.Tensor:
         """x [B, L_src, D], src_mask [B, 1, 1, L_src] -> memory [B, L_src, D]."""
         for layer in self.layers:
             x = layer(x, src_mask)  # [B, L_src, D]
-        memory = self.norm(x)
+        memory = x if self.norm is None else self.norm(x)
         record("memory", memory)
         return memory
 
@@ -79,12 +79,14 @@ class Transformer(nn.Module):
         if torch.empty(0).device.type != "meta":  # on the meta device nothing is allocated: any size is fine
             check_fits_in_memory(cfg, "this Transformer")
         self.cfg = cfg
-        self.src_embed = Embedding(cfg.src_vocab_size, cfg.d_model, cfg.max_len, cfg.dropout)
-        self.tgt_embed = Embedding(cfg.tgt_vocab_size, cfg.d_model, cfg.max_len, cfg.dropout)
+        self.src_embed, self.tgt_embed = (
+            Embedding(vocab, cfg.d_model, cfg.max_len, cfg.dropout, cfg.positions, cfg.scale_embeddings)
+            for vocab in (cfg.src_vocab_size, cfg.tgt_vocab_size))
         self.encoder = Encoder(cfg)
-        self.decoder = Decoder([DecoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout)
-                                for _ in range(cfg.num_layers)], cfg.d_model)
-        self.output_head = OutputHead(cfg.d_model, cfg.tgt_vocab_size)
+        self.decoder = Decoder([DecoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout,
+                                             rope=cfg.positions == "rope", block=cfg.block)
+                                for _ in range(cfg.num_layers)], final_norm(cfg))
+        self.output_head = OutputHead(cfg.d_model, cfg.tgt_vocab_size, cfg.bias)
         if cfg.share_embeddings:  # paper §3.4: one [V, D] matrix, three uses
             self.tgt_embed.token.weight = self.src_embed.token.weight
             self.output_head.proj.weight = self.src_embed.token.weight

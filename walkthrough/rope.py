@@ -9,21 +9,23 @@ from .i18n import _
 
 
 def rope_angles(length: int, d_k: int, offset: int = 0, device=None,
-                dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """[L, d_k/2]: angle pos · 10000^(-2i/d_k) for positions offset..offset+L-1 and feature pairs i.
+                dtype: torch.dtype = torch.float32, base: float = 10000.0) -> torch.Tensor:
+    """[L, d_k/2]: angle pos · base^(-2i/d_k) for positions offset..offset+L-1 and feature pairs i.
 
     Computed in ``dtype``: float32 rounds an angle near position 10⁶ by up to ~0.06 rad, float64 does not.
     """
     position = torch.arange(offset, offset + length, dtype=dtype, device=device)  # [L]
-    return torch.outer(position, rope_frequencies(d_k, device, dtype))
+    return torch.outer(position, rope_frequencies(d_k, device, dtype, base))
 
 
-def rope_frequencies(d_k: int, device=None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """[d_k/2]: the angle per position of feature pair i, 10000^(-2i/d_k)."""
-    return 10000.0 ** (-torch.arange(0, d_k, 2, dtype=dtype, device=device) / d_k)
+def rope_frequencies(d_k: int, device=None, dtype: torch.dtype = torch.float32, base: float = 10000.0) -> torch.Tensor:
+    """[d_k/2]: the angle per position of feature pair i, base^(-2i/d_k) (base 10000 in RoFormer, 500000 in
+    Llama 3: a larger base turns the slow pairs slower, for longer contexts)."""
+    return float(base) ** (-torch.arange(0, d_k, 2, dtype=dtype, device=device) / d_k)
 
 
-def check_rope_input(x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None) -> None:
+def check_rope_input(x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None,
+                     base: float = 10000.0) -> None:
     """x: a float tensor [..., L, d_k] with even d_k; offset: a whole number >= 0 (the first position);
     positions: None, or whole numbers >= 0 [B, L] for x [B, H, L, d_k]."""
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
@@ -61,20 +63,22 @@ def check_position_ids(positions, batch: int, length: int) -> None:
 
 
 @checks_inputs(check_rope_input)
-def apply_rope(x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None,
+               base: float = 10000.0) -> torch.Tensor:
     """Rotate each feature pair (2i, 2i+1) of x [B, H, L, d_k] by its position's angle -> [B, H, L, d_k].
 
     Position m turns pair i by m·θ_i, so a query at m and a key at n meet at angle (m - n)·θ_i: their
     score depends on the distance m - n alone. Nothing is added to the token vectors. ``offset``: the
     position of x's first row (after the cached ones when decoding). ``positions`` [B, L] instead: each
     batch row's own positions (left-padded prompts: every row counts from its first real token).
+    ``base``: of the angles (``rope_frequencies``).
     """
     check_rope_input(x, offset, positions)
     angle_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32  # half precision: float32 angles
     if positions is None:
-        angles = rope_angles(x.size(-2), x.size(-1), offset, x.device, angle_dtype)  # [L, d_k/2]
+        angles = rope_angles(x.size(-2), x.size(-1), offset, x.device, angle_dtype, base)  # [L, d_k/2]
     else:
-        frequency = rope_frequencies(x.size(-1), x.device, angle_dtype)  # [d_k/2]
+        frequency = rope_frequencies(x.size(-1), x.device, angle_dtype, base)  # [d_k/2]
         angles = positions.to(angle_dtype)[:, None, :, None] * frequency  # [B, 1, L, d_k/2]: one row's for all heads
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]  # [B, H, L, d_k/2] each: the two coordinates of every pair

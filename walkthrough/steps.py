@@ -67,6 +67,10 @@ _TABLE = (
     Step("output", N_("output W_o"), "B L_q D", N_("mixes the heads' results back into D features")),
     # the other sublayers (notebook 05)
     Step("ffn_hidden", N_("FFN hidden, ReLU"), "B L d_ff", N_("each token widened to d_ff features")),
+    Step("ffn_gate", N_("FFN gate, SiLU(X·W_1)"), "B L d_ff", N_("SwiGLU: how much of each hidden feature passes")),
+    Step("ffn_up", N_("FFN up, X·W_up"), "B L d_ff", N_("SwiGLU: the hidden features the gate scales")),
+    Step("ffn_activated", N_("FFN hidden, activated"), "B L d_ff",
+         N_("each token widened to d_ff features, through GELU, SiLU or SwiGLU's gate")),
     Step("ffn_out", N_("FFN out"), "B L D", N_("back to D features")),
     Step("add_norm", N_("Add & Norm"), "B L D", N_("residual sum, then LayerNorm over each token's D")),
     Step("pre_norm", N_("LayerNorm, sublayer, Add"), "B L D", N_("pre-norm: the residual path is left untouched")),
