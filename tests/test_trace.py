@@ -500,3 +500,12 @@ def test_trace_names_a_config_of_the_wrong_kind():
     with pytest.raises(TypeError, match=r"cfg must be a walkthrough\.ModelConfig \(encoder–decoder\) or GPTConfig "
                                         r"\(decoder-only\), got dict"):
         wt.trace_shapes({"d_model": 512}, 2, 3, 4)
+
+
+def test_a_model_without_padding_traces_to_its_loss_over_every_position():
+    cfg = wt.GPTConfig(vocab_size=50, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16, pad_id=None)
+    rows = wt.by_step(wt.trace_shapes(cfg, 2, length=5))
+    assert rows["model", "labels_flat"].shape == (10,)
+    logits, labels = torch.randn(2, 5, 50), torch.randint(0, 50, (2, 5))
+    torch.testing.assert_close(wt.sequence_loss(logits, labels, None),
+                               nn.functional.cross_entropy(logits.reshape(10, 50), labels.reshape(10)))
