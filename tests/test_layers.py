@@ -26,6 +26,7 @@ LAYERS = {
     "model": 6,                                  # the encoder-decoder
     "gpt": 7,                                    # the decoder-only model, built from the same parts
     "decoding": 8, "pytorch": 8,                 # greedy decoding of both models; PyTorch's weights copied in
+    "hf": 8,                                     # transformers models read into ours (config and weights)
     "trace": 9, "cost": 9,                       # tools that run the model
     "memory": 9, "gradients": 9,                 # what training saves; the gradient shapes (beside trace)
     "data": 10, "checkpoints": 10,               # learning, beside the tools (neither imports the other)

@@ -37,6 +37,7 @@ from .embedding import Embedding, sinusoidal_table
 from .exercises import check_exercise
 from .flash import flash_attention, flash_attention_backward, flash_tiles, online_softmax_step
 from .gpt import GPT
+from .hf import from_transformers
 from .i18n import get_language, set_language
 from .language_model import SEPARATOR, GPTSettings, GPTTrainer, load_gpt_checkpoint, make_lm_batch, save_gpt_checkpoint
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward, OutputHead
@@ -126,6 +127,7 @@ __all__ = [
     "flash_attention",
     "flash_attention_backward",
     "flash_tiles",
+    "from_transformers",
     "generate",
     "get_language",
     "gradients",

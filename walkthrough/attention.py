@@ -42,12 +42,11 @@ def scaled_dot_product_attention(
     if mask is not None:
         scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)  # keep where True
     weights = scores.softmax(dim=-1)  # [B, H, L_q, L_k], each row sums to 1
+    if mask is not None:  # a row that may see no key attends to nothing: its weights are 0
+        weights = torch.where(mask.any(-1, keepdim=True), weights, 0.0)
+    record("weights", weights)
     kept = weights if dropout is None else dropout(weights)
     context = kept @ v  # [B, H, L_q, d_v]
-    if mask is not None:  # a row that may see no key attends to nothing
-        sees = mask.any(-1, keepdim=True)  # [B or 1, H or 1, L_q or 1, 1]
-        weights, context = torch.where(sees, weights, 0.0), torch.where(sees, context, 0.0)
-    record("weights", weights)
     record("context", context)
     return context, weights
 

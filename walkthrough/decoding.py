@@ -289,8 +289,9 @@ def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_id: int 
         finished = torch.zeros(prompt.size(0), dtype=torch.bool, device=prompt.device)
         for _step in range(max_new_tokens):
             logits = model(fed, cache)[:, -1]  # [B, V]
-            after_eos = eos_id if model.cfg.pad_id is None else model.cfg.pad_id  # what a finished row repeats
-            next_id = sample_next(logits, temperature, top_k, top_p, generator).masked_fill(finished, after_eos)
+            next_id = sample_next(logits, temperature, top_k, top_p, generator)  # [B]
+            if eos_id is not None:  # a finished row repeats pad (eos in a model without padding)
+                next_id = next_id.masked_fill(finished, eos_id if model.cfg.pad_id is None else model.cfg.pad_id)
             ids = torch.cat([ids, next_id[:, None]], dim=1)  # [B, t+1]
             fed = next_id[:, None] if use_cache else ids
             if eos_id is not None:

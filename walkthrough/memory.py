@@ -84,9 +84,11 @@ def _attention_terms(batch: int, heads: int, l_q: int, l_k: int, d_model: int, d
         N_("attention output (W_o input)"): FLOAT * rows_q * d_model,
     }
     if written_out or dropout:
+        # written out, a row that sees no key is set to 0: the softmax's weights, then the zeroed ones
+        # (the dropout keeps its noise and the dropped weights instead of these), and one bool per query row
         terms[N_("attention weights [B, H, L_q, L_k]")] = (FLOAT * batch * heads * l_q * l_k
-                                                          * (3 if dropout else 1))
-        if written_out:  # which query rows see any key: one bool each (a row that sees none is set to 0)
+                                                          * (3 if dropout else 2 if written_out else 1))
+        if written_out:
             terms[N_("masks")] = BOOL * mask_entries // l_k
     else:
         terms[N_("softmax log-sum-exp [B, H, L_q]")] = FLOAT * batch * heads * l_q
