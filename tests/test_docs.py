@@ -19,7 +19,7 @@ BLOCKS = SOLUTION_BLOCK.findall((DOCS / "solutions.md").read_text(encoding="utf-
 BLOCKS_ZH = SOLUTION_BLOCK.findall((DOCS / "solutions.zh.md").read_text(encoding="utf-8"))
 NOTEBOOKS = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("*.ipynb"))
 PAIRS = [(ROOT / "README.md", ROOT / "README.zh.md"), (DOCS / "teaching.md", DOCS / "teaching.zh.md"),
-         (DOCS / "solutions.md", DOCS / "solutions.zh.md")]
+         (DOCS / "solutions.md", DOCS / "solutions.zh.md"), (DOCS / "real-models.md", DOCS / "real-models.zh.md")]
 
 
 def sections(text: str) -> list[str]:

@@ -295,6 +295,11 @@ class Outer(nn.Module):
         return self.block(x)
 
 
+CPU_ONLY = torch.library.Library("wt_test", "DEF")  # an op with a CPU kernel and no meta (or fake) one
+CPU_ONLY.define("cpu_only(Tensor x) -> Tensor")
+CPU_ONLY.impl("cpu_only", lambda x: x * 3, "CPU")
+
+
 class Lambda(nn.Module):
     def __init__(self, fn):
         super().__init__()
@@ -308,7 +313,8 @@ class Lambda(nn.Module):
     (ReadsAValue(), "aten.is_nonzero", "right after aten.gt -> [] needs a tensor's values"),
     (Lambda(lambda x: x * x.sum().item()), None, "needs a tensor's values"),
     (Lambda(lambda x: x[torch.nonzero(x)]), "aten.nonzero", "needs a tensor's values"),
-    (Lambda(lambda x: torch.equal(x, x) and x), "aten.equal", "aten.equal has no meta-device kernel"),
+    (Lambda(lambda x: torch.equal(x, x) and x), "aten.equal", "aten.equal needs a tensor's values"),
+    (Lambda(lambda x: torch.ops.wt_test.cpu_only(x)), "wt_test.cpu_only", "wt_test.cpu_only has no meta-device kernel"),
     (Lambda(lambda x: x @ torch.ones(3, 2)), "aten.matmul", "aten.matmul failed on the meta device"),
 ])
 def test_a_module_that_cannot_run_on_meta_gets_the_op_and_the_module_path(inner, op, message):
@@ -495,3 +501,12 @@ def test_trace_names_a_config_of_the_wrong_kind():
     with pytest.raises(TypeError, match=r"cfg must be a walkthrough\.ModelConfig \(encoder–decoder\) or GPTConfig "
                                         r"\(decoder-only\), got dict"):
         wt.trace_shapes({"d_model": 512}, 2, 3, 4)
+
+
+def test_a_model_without_padding_traces_to_its_loss_over_every_position():
+    cfg = wt.GPTConfig(vocab_size=50, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16, pad_id=None)
+    rows = wt.by_step(wt.trace_shapes(cfg, 2, length=5))
+    assert rows["model", "labels_flat"].shape == (10,)
+    logits, labels = torch.randn(2, 5, 50), torch.randint(0, 50, (2, 5))
+    torch.testing.assert_close(wt.sequence_loss(logits, labels, None),
+                               nn.functional.cross_entropy(logits.reshape(10, 50), labels.reshape(10)))

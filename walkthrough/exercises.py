@@ -340,6 +340,30 @@ def check_layer_norm(fn, inputs):
                      _("for x {x_shape} and eps={eps}, your result").format(x_shape=list(x.shape), eps=eps))
 
 
+@exercise("rms_norm")
+def check_rms_norm(fn, inputs):
+    """fn(x [..., D], gamma [D], eps) -> same shape as x: RMSNorm, as Llama's blocks normalise (notebook 18)."""
+    for eps in (1e-5, 0.1, 1.0):  # a large eps shows where it goes
+        batch, length, d_model = inputs.sizes(3, 3, 12)
+        x = inputs.randn(batch, length, d_model) * 3 + 1  # [B, L, D]: a mean far from 0 shows a centring
+        norm = torch.nn.RMSNorm(d_model, eps=eps)
+        with torch.no_grad():
+            norm.weight.copy_(inputs.randn(d_model))
+            expected = norm(x)  # [B, L, D]
+        gamma = norm.weight.detach().clone()
+        mean_square = x.pow(2).mean(-1, keepdim=True)  # [B, L, 1]
+        mistakes = {
+            N_("you subtracted the mean: that is LayerNorm. RMSNorm divides x itself by its root mean square."):
+                normalise(x, -1, eps) * gamma,
+            N_("you forgot the learned scale: multiply by gamma."): x / (mean_square + eps).sqrt(),
+            N_("eps goes inside the square root: x / sqrt(mean(x²) + eps)."): x / (mean_square.sqrt() + eps) * gamma,
+            N_("you normalised over the batch dim: RMSNorm normalises each token's D features (dim=-1)."):
+                x / (x.pow(2).mean(0, keepdim=True) + eps).sqrt() * gamma,
+        }
+        check_tensor(call(fn, x, gamma, eps), expected, "B L D", mistakes,
+                     _("for x {x_shape} and eps={eps}, your result").format(x_shape=list(x.shape), eps=eps))
+
+
 @exercise("sequence_loss")
 def check_sequence_loss(fn, inputs):
     """fn(logits [B, L, V], labels [B, L], pad_id) -> the mean loss over real tokens, a scalar (notebook 06)."""

@@ -9,8 +9,10 @@ from .i18n import _
 from .recording import record
 
 
-def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int, smoothing: float = 0.0) -> torch.Tensor:
-    """Cross-entropy of logits [B, L, V] against class ids [B, L], PAD positions ignored.
+def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int | None, smoothing: float = 0.0
+                  ) -> torch.Tensor:
+    """Cross-entropy of logits [B, L, V] against class ids [B, L], PAD positions ignored (``pad_id=None``: a
+    model without padding, such as GPT-2, scores every position).
 
     Flattened here to [B·L, V] vs [B·L] so each predicted token is one row; ``F.cross_entropy`` would
     also take [B, V, L]. A one-hot [B, L, V] target is the same loss written out.
@@ -23,7 +25,8 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int, smoot
                              logits_shape=list(logits.shape), labels_shape=list(labels.shape)))
     if not 0 <= smoothing < 1:
         raise ValueError(_("smoothing must be in [0, 1) (0.1 is usual), got {smoothing}").format(smoothing=smoothing))
-    if labels.device.type != "meta" and not (labels != pad_id).any():  # the mean over no tokens would be NaN
+    all_pad = pad_id is not None and labels.device.type != "meta" and not (labels != pad_id).any()
+    if all_pad:  # the mean over no tokens would be NaN
         raise ValueError(_("every label is PAD (pad_id={pad_id}): there is nothing to score; pass labels with at "
                          "least one real token (or the right pad_id)").format(pad_id=pad_id))
     record("labels", labels)
@@ -31,4 +34,5 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int, smoot
     record("logits_flat", flat_logits)
     flat_labels = labels.reshape(-1)  # [B·L]
     record("labels_flat", flat_labels)
-    return F.cross_entropy(flat_logits, flat_labels, ignore_index=pad_id, label_smoothing=smoothing)
+    ignored = -100 if pad_id is None else pad_id  # -100: cross_entropy's own "no index ignored" default
+    return F.cross_entropy(flat_logits, flat_labels, ignore_index=ignored, label_smoothing=smoothing)

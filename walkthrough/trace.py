@@ -8,7 +8,10 @@ allocates nothing and computes nothing: only shapes flow. Three layers, bottom t
   op (``aten.linear``, ``aten.view``, ...). Without those private names it falls back to the public
   ``torch.overrides.TorchFunctionMode``: the same shapes, named by torch function
   (``torch.nn.functional.linear``), coarser inside functions that are themselves overridable, and
-  slower because nothing is answered from memory.
+  slower because nothing is answered from memory. ``trace_module`` runs under PyTorch's FakeTensor mode
+  as well (private too; without it, plain meta): a FakeTensor is a meta tensor that says it is one, so
+  library code that asks whether it is being traced (transformers' mask code) takes its shape-only path
+  instead of reading values no meta tensor has.
 - The core, ``trace_callable(fn, root)``: runs ``fn()`` (which must build its tensors on the meta
   device) and returns, in order, one ``OpRow`` per module call and per tensor-producing op, each
   tagged with the module path it ran in (``encoder.layers.0.self_attn``), plus a ``Row`` for each
@@ -34,8 +37,8 @@ import functools
 import html
 import inspect
 import re
-from collections.abc import Callable
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -55,8 +58,44 @@ from .steps import STEPS, StepRows
 
 try:
     from torch.utils._python_dispatch import TorchDispatchMode as _DispatchMode
+    from torch.utils._python_dispatch import _disable_current_modes
 except ImportError:  # renamed or removed in some future torch: trace at the torch-function level instead
     _DispatchMode = None
+
+try:
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+        FakeTensor,
+        FakeTensorMode,
+        UnsupportedOperatorException,
+    )
+    _VALUE_READS: tuple[type[Exception], ...] = (DataDependentOutputException, DynamicOutputShapeException)
+    _NO_KERNEL: tuple[type[Exception], ...] = (NotImplementedError, UnsupportedOperatorException)
+except ImportError:  # without FakeTensor a module traces on plain meta tensors (code asking "am I traced?" hears no)
+    FakeTensor = FakeTensorMode = None
+    _VALUE_READS, _NO_KERNEL = (), (NotImplementedError,)
+
+
+def _fake_mode():
+    """A FakeTensor mode over the meta device, or None without that private API.
+
+    A FakeTensor is a meta tensor that says it is one: code that asks whether it is being traced
+    (transformers' mask code: ``is_tracing(mask)``) then takes its shape-only path instead of reading the
+    mask's values, which no meta tensor has. Tensors it meets that are not fake (the module's meta weights)
+    are taken in as they come."""
+    return FakeTensorMode(allow_non_fake_inputs=True) if FakeTensorMode is not None else None
+
+
+def _faked(value, mode):
+    """``value`` with every meta tensor in it (inside lists, tuples and dicts too) made a FakeTensor of ``mode``."""
+    if isinstance(value, torch.Tensor):
+        return mode.from_tensor(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_faked(v, mode) for v in value)
+    if isinstance(value, dict):
+        return {k: _faked(v, mode) for k, v in value.items()}
+    return value
 
 
 def _returns_fresh(op) -> bool:
@@ -98,12 +137,23 @@ if _DispatchMode is not None:
     class _DispatchTap(_DispatchMode):
         """Every aten op, after PyTorch's own decompositions, goes through ``tracer.run_op``."""
 
-        def __init__(self, tracer: _Tracer):
+        def __init__(self, tracer: _Tracer, faking: bool):
             super().__init__()
             self.tracer = tracer
+            self.faking = faking
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return self.tracer.run_op(func, args, kwargs or {}, _returns_fresh(func))
+            kwargs = kwargs or {}
+            with _disable_current_modes() if self.faking and _plain_meta_only(args, kwargs) else nullcontext():
+                return self.tracer.run_op(func, args, kwargs, _returns_fresh(func))
+
+
+def _plain_meta_only(args, kwargs) -> bool:
+    """True when an op under a FakeTensor mode meets tensors and none is fake (``torch.tensor(...)`` inside
+    forward makes a plain meta tensor, then ``detach_``-es it in inference mode): it runs on the meta device
+    itself, since FakeTensor refuses in-place metadata ops on tensors that are not its own."""
+    tensors = [t for value in (*args, *kwargs.values()) for t in _tensors(value)]
+    return bool(tensors) and not any(isinstance(t, FakeTensor) for t in tensors)
 
 
 class _FunctionTap(torch.overrides.TorchFunctionMode):
@@ -117,9 +167,10 @@ class _FunctionTap(torch.overrides.TorchFunctionMode):
         return self.tracer.run_op(func, args, kwargs or {}, False)
 
 
-def _op_tap(tracer: _Tracer):
-    """The interception context for one trace: dispatcher level when available, torch functions otherwise."""
-    return (_DispatchTap if _DispatchMode is not None else _FunctionTap)(tracer)
+def _op_tap(tracer: _Tracer, faking: bool):
+    """The interception context for one trace: dispatcher level when available, torch functions otherwise
+    (``faking``: the trace runs under a FakeTensor mode too)."""
+    return _DispatchTap(tracer, faking) if _DispatchMode is not None else _FunctionTap(tracer)
 
 
 _MODULE_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
@@ -159,20 +210,25 @@ class OpRow(Row):
 
 
 class TraceError(ValueError):
-    """A module could not run on the meta device: ``op`` and ``where`` (the module path) say where."""
+    """A module could not run on the meta device: ``op`` and ``where`` (the module path) say where;
+    ``reads_values``: because it needed a tensor's values."""
 
-    def __init__(self, message: str, op: str | None, where: str):
+    def __init__(self, message: str, op: str | None, where: str, reads_values: bool = False):
         super().__init__(message)
         self.op = op
         self.where = where
+        self.reads_values = reads_values
 
 
 def _tensors(value) -> list[torch.Tensor]:
-    """The tensors in an op's argument or result (one level into lists and tuples, as aten ops take them)."""
+    """The tensors in an op's argument or result (one level into lists and tuples, as aten ops take them), or
+    in a module's: a dict-like output too (transformers' ``ModelOutput``), in its order."""
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
         return [v for v in value if isinstance(v, torch.Tensor)]
+    if isinstance(value, Mapping):
+        return [t for v in value.values() for t in _tensors(v)]
     return []
 
 
@@ -180,8 +236,22 @@ def _shapes(values) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(t.shape) for v in values for t in _tensors(v))
 
 
-def _from(shapes: tuple[tuple[int, ...], ...]) -> str:
-    return _("from {shapes}").format(shapes=", ".join(str(list(s)) for s in shapes)) if shapes else _("new tensor")
+def _from(shapes: tuple[tuple[int, ...], ...], named: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...] = ()) -> str:
+    """``from [2, 5], input_ids=[2, 5]``: positional inputs' shapes, then each keyword tensor input's by its name
+    (several tensors under one keyword in parentheses)."""
+    parts = [str(list(s)) for s in shapes]
+    parts += [f"{name}={list(group[0])}" if len(group) == 1 else f"{name}=({', '.join(str(list(s)) for s in group)})"
+              for name, group in named]
+    return _("from {shapes}").format(shapes=", ".join(parts)) if parts else _("new tensor")
+
+
+def _is_bookkeeping(name: str, inputs: tuple[tuple[int, ...], ...], outputs: tuple[tuple[int, ...], ...]) -> bool:
+    """An op that shows nothing about the model's shapes: it makes only empty tensors (an empty key/value cache's
+    placeholder, ``detach_ [0]``), or a ``cat`` that joins one tensor to empty ones (filling an empty cache), which
+    gives that tensor back as it was."""
+    if all(0 in shape for shape in outputs):
+        return True
+    return name.rsplit(".", 1)[-1] == "cat" and sum(0 not in shape for shape in inputs) == 1
 
 
 @dataclass(frozen=True)
@@ -212,6 +282,19 @@ def _rebuild(signature):
     return signature
 
 
+ROOT = "model"  # the path a trace gives the traced module itself
+
+
+def _root_name(module: nn.Module) -> str:
+    """The path a trace of ``module`` gives the module itself: ``model``, or its class name when one of its
+    submodules is called ``model`` (transformers' ``LlamaForCausalLM.model``), so that no path names two modules."""
+    taken = {name.split(".")[0] for name, _part in module.named_modules() if name}
+    root = ROOT if ROOT not in taken else type(module).__name__
+    while root in taken:  # a submodule named like the class too: mark the root until it is unique
+        root += "'"
+    return root
+
+
 class _Tracer:
     """State of one trace: the recorder (rows and the module-path stack), remembered ops, the last op."""
 
@@ -234,16 +317,18 @@ class _Tracer:
             self.open_calls.append(len(self.recorder.rows))
             self.recorder.rows.append(None)  # becomes the module's row when it returns (outputs known then)
 
-    def leave(self, module, args, output):
+    def leave(self, module, args, kwargs, output):
         name = self.paths.get(id(module))
         if name is None:
             return
         self.recorder.scopes.pop()
         if self.ops:
-            inputs, outputs = _shapes(args), _shapes([output])
+            positional, outputs = _shapes(args), _shapes([output])
+            named = tuple((key, shapes) for key, value in kwargs.items() if (shapes := _shapes([value])))
+            inputs = positional + tuple(shape for _key, shapes in named for shape in shapes)
             self.recorder.rows[self.open_calls.pop()] = OpRow(
-                name, type(module).__name__, outputs[0] if outputs else (), "", _from(inputs), inputs, outputs,
-                "module")
+                name, type(module).__name__, outputs[0] if outputs else (), "", _from(positional, named), inputs,
+                outputs, "module")
 
     def run_op(self, op, args, kwargs, may_remember: bool):
         key = None
@@ -273,8 +358,8 @@ class _Tracer:
             return
         name = _op_name(op)
         self.last_op = (name, outputs[0])
-        if self.ops:
-            inputs = _shapes(args)
+        inputs = _shapes(args)
+        if self.ops and not _is_bookkeeping(name, inputs, outputs):
             notes = [f"{flag}=True" for flag in _flags(op, args, kwargs)]
             notes += [_("+{count} more outputs").format(count=len(outputs) - 1)] if len(outputs) > 1 else []
             meaning = _from(inputs) + (f" ({', '.join(notes)})" if notes else "")
@@ -284,8 +369,9 @@ class _Tracer:
         """Turn a dispatcher or meta-device error into a message naming the op and the module path."""
         where = self.recorder.scopes[-1]
         text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        reads_values = any(s in str(error) for s in ("item()", "no data", "cannot be converted to Scalar",
-                                                      "data-dependent", "nonzero"))
+        reads_values = isinstance(error, _VALUE_READS) or any(
+            s in str(error) for s in ("item()", "no data", "cannot be converted to Scalar", "data-dependent",
+                                      "nonzero"))
         if reads_values:
             after = f" right after {self.last_op[0]} -> {list(self.last_op[1])}" if self.last_op else ""
             op = self.failed_op or "a value read (.item(), bool(tensor), .tolist())"
@@ -294,8 +380,8 @@ class _Tracer:
                 "({text}). Data-dependent code (if x.sum() > 0, .item(), .tolist(), nonzero) cannot be traced: "
                 "make the branch depend on shapes or arguments, or trace the submodules around it.").format(
                     where=where, op=op, after=after, text=text),
-                self.failed_op, where)
-        if isinstance(error, NotImplementedError) and self.failed_op:
+                self.failed_op, where, reads_values=True)
+        if isinstance(error, _NO_KERNEL) and self.failed_op:
             return TraceError(
                 _("in {where!r}: {failed_op} has no meta-device kernel, so it cannot be traced ({text}). "
                 "Pass an argument that avoids it (e.g. is_causal=True instead of a mask PyTorch inspects), "
@@ -307,7 +393,7 @@ class _Tracer:
 
 
 def trace_callable(fn: Callable[[], object], root: nn.Module | None = None, *, ops: bool = True,
-                   root_name: str = "model") -> tuple[Row, ...]:
+                   root_name: str = ROOT, fake_mode=None) -> tuple[Row, ...]:
     """Run ``fn()`` on the meta device and return its rows in order.
 
     ``fn`` takes no arguments and must use meta tensors only (build the model under
@@ -316,16 +402,18 @@ def trace_callable(fn: Callable[[], object], root: nn.Module | None = None, *, o
     an ``OpRow`` per module call and per tensor-producing op, with our ``record`` rows among them;
     ``ops=False``: the ``record`` rows alone. ``fn`` runs under ``torch.inference_mode()`` and with the
     meta device as the default for new tensors. A failure inside becomes a ``TraceError`` naming the
-    op and the module path.
+    op and the module path. ``fake_mode`` (from ``_fake_mode()``, with ``fn``'s inputs made its FakeTensors)
+    runs ``fn`` under that FakeTensor mode too.
     """
     tracer = _Tracer(root, root_name, ops)
     handles = [nn.modules.module.register_module_forward_pre_hook(tracer.enter),
-               nn.modules.module.register_module_forward_hook(tracer.leave)]
+               nn.modules.module.register_module_forward_hook(tracer.leave, with_kwargs=True)]
     try:
         with listening(tracer.recorder):
             try:
                 # torch.device("meta"): a tensor made inside without a device lands on meta too, never in memory
-                with torch.device("meta"), torch.inference_mode(), _op_tap(tracer):
+                with (torch.device("meta"), torch.inference_mode(), fake_mode or nullcontext(),
+                      _op_tap(tracer, fake_mode is not None)):
                     fn()
             except (RuntimeError, NotImplementedError) as error:
                 raise tracer.explain(error) from error
@@ -548,15 +636,19 @@ def trace_module(module: nn.Module, *inputs, **kwargs) -> tuple[Row, ...]:
                         "nn.Module it was made from instead (the one you passed to torch.jit.script)").format(
                             which=which))
     args, kw = meta_inputs(*inputs, **kwargs)
+    fake_mode = _fake_mode()
+    if fake_mode is not None:
+        args, kw = _faked(args, fake_mode), _faked(kw, fake_mode)
     with _hooks_suspended(module):
         model = meta_copy(module)  # copied while the hooks are away: the copy has none
         try:
-            return trace_callable(lambda: model(*args, **kw), model)
+            return trace_callable(lambda: model(*args, **kw), model, root_name=_root_name(model), fake_mode=fake_mode)
         except TraceError as error:
-            hint = _causal_flag_hint(module, kwargs)
+            hint = _causal_flag_hint(module, kwargs) or (_mask_hint(kwargs) if error.reads_values else None)
             if hint is None:
                 raise
-            raise TraceError(f"{str(error).rstrip('.')}. {hint}", error.op, error.where) from error
+            raise TraceError(f"{str(error).rstrip('.')}. {hint}", error.op, error.where,
+                             error.reads_values) from error
 
 
 def _causal_flag_hint(module: nn.Module, kwargs: dict) -> str | None:
@@ -575,6 +667,16 @@ def _causal_flag_hint(module: nn.Module, kwargs: dict) -> str | None:
                      "flag instead of reading the mask's values, which the meta device does not have").format(
                          name=name, flag=flag)
     return None
+
+
+def _mask_hint(kwargs: dict) -> str | None:
+    """For a mask given as a keyword (transformers' ``attention_mask``) when a value was read: a mask decides which
+    values mix, never a shape, so the trace without it shows the same shapes."""
+    name = next((k for k, v in kwargs.items() if k.endswith("mask") and isinstance(v, torch.Tensor)), None)
+    if name is None:
+        return None
+    return _("{name} decides which values mix, never a shape: trace without {name} to see the same shapes").format(
+        name=name)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -659,8 +761,15 @@ def _repeat_row(stack: str, layers: list[int]) -> Row:
                _("{count} more layer(s), same shapes").format(count=len(layers)))
 
 
-def _depth(where: str) -> int:
-    return 0 if where == "model" else where.count(".") + 1
+def _roots(rows: list[Row]) -> set[str]:
+    """The path the trace gave the traced module itself: with module rows, the one-part path of ops that ran in
+    no called submodule (``model``, or the class name ``trace_module`` chose to avoid a clash); else ``model``."""
+    called = {r.where for r in rows if isinstance(r, OpRow) and r.kind == "module"}
+    return {r.where for r in rows if "." not in r.where and r.where not in called} if called else {ROOT}
+
+
+def _depth(where: str, roots: set[str]) -> int:
+    return 0 if where in roots else where.count(".") + 1
 
 
 def shape_table(rows, *, depth: int | None = None, within: str | tuple[str, ...] | None = None,
@@ -695,8 +804,9 @@ def shape_table(rows, *, depth: int | None = None, within: str | tuple[str, ...]
         rows = [r for r in rows if r.step in labels]
     if depth is not None:
         check_positive_int("depth", depth)
-        rows = [r for r in rows if _depth(r.where) < depth
-                or (isinstance(r, OpRow) and r.kind == "module" and _depth(r.where) == depth)]
+        roots = _roots(rows)
+        rows = [r for r in rows if _depth(r.where, roots) < depth
+                or (isinstance(r, OpRow) and r.kind == "module" and _depth(r.where, roots) == depth)]
     return ShapeTable(summarise(rows) if summarise_layers else rows, highlight)
 
 

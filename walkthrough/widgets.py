@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 import ipywidgets as widgets
 import torch
 from matplotlib.figure import Figure
+from torch.utils.flop_counter import FlopCounterMode
 
 from . import viz
 from .attention import keep_attention_weights
@@ -35,12 +36,14 @@ from .data import MAX_NUMBER, chinese_numeral, english_words
 from .decoding import next_token_probs
 from .distributed import check_global_batch, rank_memory, ring_all_reduce_bytes, shard_slice
 from .flash import flash_tiles
+from .gpt import GPT
 from .gradients import GradientTable, parameter_gradients, trace_gradients
 from .i18n import _, ljust
 from .language_model import prompt_ids
 from .masks import causal_mask, padding_mask
 from .memory import crossover_length, training_memory
 from .model import Transformer
+from .rope import rope_frequencies
 from .steps import STEPS
 from .trace import SOURCE_SIZES, shape_map, shape_table, trace_module, trace_shapes
 from .train import cross_attention_map
@@ -583,3 +586,78 @@ def sampling_explorer(model, vocab, text: str = "三百零五") -> Explorer:
     return explorer([temperature, slider("top_k", vocab_size, 1, vocab_size), top_p], render,
                     _("Before you raise the temperature from 1 to 4: does the entropy go up or down, and does "
                       "top_p = 0.9 then keep more tokens or fewer?"))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Notebook 18: the modern block.
+
+MODERN_BLOCK_STEPS = {  # the feed-forward's named steps for each activation, after layer 0's K
+    "relu": ("k_transpose", "ffn_hidden", "ffn_out"),
+    "gelu_tanh": ("k_transpose", "ffn_activated", "ffn_out"),
+    "swiglu": ("k_transpose", "ffn_gate", "ffn_up", "ffn_activated", "ffn_out"),
+}
+
+
+def modern_block_config(norm: str = "layer", activation: str = "relu", positions: str = "learned",
+                        rope_base: float = 10000.0, kv_heads: int | None = None, tied: bool = False) -> GPTConfig:
+    """A GPT at the source articles' sizes (D = 512, H = 8, d_ff = 2048, N = 6, V = 30000) with the modern block's
+    choices: the norm, the feed-forward's activation, the positions (and RoPE's base), K/V heads, tying."""
+    return GPTConfig(vocab_size=BASE.tgt_vocab_size, d_model=BASE.d_model, num_heads=BASE.num_heads,
+                     num_kv_heads=kv_heads, d_ff=BASE.d_ff, num_layers=BASE.num_layers, max_len=BASE.max_len,
+                     dropout=0.0, norm=norm, activation=activation, positions=positions, rope_base=rope_base,
+                     share_embeddings=tied)
+
+
+@functools.lru_cache(maxsize=64)
+def modern_block_costs(cfg: GPTConfig, batch: int, length: int) -> dict[str, int | float | None]:
+    """What the block's choices change, from the real GPT built on the meta device: its parameters (a tied matrix
+    once), the forward's matmul FLOPs on [batch, length] ids (counted by torch's FlopCounterMode), the KV cache's
+    bytes for those batch·length tokens (float32), and RoPE's slowest pair's wavelength in tokens (None without
+    RoPE)."""
+    with torch.device("meta"):
+        model = GPT(cfg).eval()
+    ids = torch.zeros(batch, length, dtype=torch.long, device="meta")  # [B, L]: only the shape matters
+    with FlopCounterMode(display=False) as counter, torch.inference_mode():
+        model(ids)
+    slowest = float(rope_frequencies(cfg.d_k, dtype=torch.float64, base=cfg.rope_base).min())
+    return {"parameters": sum(p.numel() for p in model.parameters()), "flops": counter.get_total_flops(),
+            "kv_cache_bytes": gqa_costs(cfg, batch, length).kv_bytes_per_token * batch * length,
+            "rope_wavelength": 2 * math.pi / slowest if cfg.positions == "rope" else None}
+
+
+def modern_block_explorer() -> Explorer:
+    """Notebook 18: the source articles' GPT with today's block, one choice at a time (RMSNorm, SwiGLU, RoPE and
+    its base, grouped K/V heads, tied embeddings): layer 0's traced shapes, the parameters, the forward's FLOPs
+    and the KV cache, beside the same numbers for the block as the source articles built it."""
+    batch, length = SIZES["batch"], GPT_LENGTH
+
+    def render(norm, activation, positions, rope_base, kv_heads, tied):
+        cfg = modern_block_config(norm, activation, positions, float(rope_base), kv_heads, tied)
+        costs, base = modern_block_costs(cfg, batch, length), modern_block_costs(modern_block_config(), batch, length)
+        steps = MODERN_BLOCK_STEPS[activation]
+        table = shape_table(trace_shapes(cfg, batch, length=length), within="decoder.layers.0", steps=steps,
+                            summarise_layers=False, highlight=steps[1:-1])
+        wavelength = (_("{tokens:,.0f} tokens").format(tokens=costs["rope_wavelength"]) if positions == "rope"
+                      else _("no rotation (positions = learned)"))
+        summary = _Text(_("parameters   {parameters:,}  (source block: {base_parameters:,})\n"
+                          "forward matmul FLOPs, [{batch}, {length}] ids   {gflops:,.1f} G  (source block: "
+                          "{base_gflops:,.1f} G)\n"
+                          "KV cache, {batch}·{length} tokens   {kv:,} bytes  (source block: {base_kv:,})\n"
+                          "RoPE's slowest pair turns once every   {wavelength}").format(
+            parameters=costs["parameters"], base_parameters=base["parameters"], batch=batch, length=length,
+            gflops=costs["flops"] / 1e9, base_gflops=base["flops"] / 1e9, kv=costs["kv_cache_bytes"],
+            base_kv=base["kv_cache_bytes"], wavelength=wavelength))
+        return table, summary
+
+    def toggles(name: str, options: Sequence, value) -> widgets.ToggleButtons:
+        return widgets.ToggleButtons(options=options, value=value, description=name,
+                                     style={"description_width": "initial", "button_width": "74px"},
+                                     layout=widgets.Layout(width=CONTROLS_WIDTH))
+
+    tied = widgets.Checkbox(value=False, description="tied", indent=False, layout=widgets.Layout(width=CONTROLS_WIDTH))
+    return explorer([toggles("norm", ("layer", "rms"), "layer"),
+                     toggles("activation", tuple(MODERN_BLOCK_STEPS), "relu"),
+                     toggles("positions", ("learned", "rope"), "learned"), toggles("rope_base", (10000, 500000), 10000),
+                     slider("kv_heads", BASE.num_heads, 1, BASE.num_heads), tied], render,
+                    _("Before you switch activation to swiglu: which rows appear in layer 0's feed-forward, and by "
+                      "how much do the parameters grow? Then move kv_heads from 8 to 2: what shrinks, what stays?"))
