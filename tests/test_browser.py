@@ -2,7 +2,8 @@
 Deck mode (slides), the shipped classroom settings and the Chinese font.
 
 Serves a temporary copy of notebooks/ (the committed ones are never rewritten) with an empty user-settings
-folder, so what the page shows comes from the settings installed into the environment (`make setup`).
+folder, so what the page shows comes from the settings this checkout ships (jupyterlab-settings/), installed into a
+throwaway prefix as `make setup` installs them into the environment.
 Waits are on conditions (Run All ends when no cell is queued; a slider's output has changed; a key has moved
 the deck), never on time, with generous ceilings: on a shared, loaded machine a slow run is not a failure.
 A wait that reaches its ceiling fails with its own message, and a failing check leaves a screenshot.
@@ -77,16 +78,23 @@ def serve_lab(tmp_path_factory, locale: str | None = None):
     for folder in NOTEBOOKS_READ:  # as in the repository: notebook 07 loads ../checkpoints/numerals.pt
         if (ROOT / folder).is_dir():
             shutil.copytree(ROOT / folder, root / folder)
-    (root / "settings").mkdir()  # no user settings: the environment's shipped defaults apply
+    (root / "settings").mkdir()  # no user settings: the shipped defaults apply
     if locale:
         install_lab_settings.write_locale(root / "settings", locale)
+    # This checkout's defaults and extension, not the environment's copy (which may be another branch's): JupyterLab
+    # takes the first extension of a name on JUPYTER_PATH, and the defaults from its app settings folder.
+    prefix = root / "prefix"
+    app_settings = install_lab_settings.install_overrides(prefix).parents[1]
+    install_lab_settings.install_font_extension(prefix)
     port = free_port()
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(root / "workspaces"), "JUPYTER_CONFIG_DIR": str(root / "config")}
+           "JUPYTER_PATH": str(prefix / "share" / "jupyter"), "JUPYTERLAB_WORKSPACES_DIR": str(root / "workspaces"),
+           "JUPYTER_CONFIG_DIR": str(root / "config")}
     log = open(root / "server.log", "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
          f"--IdentityProvider.token={TOKEN}", "--allow-root", f"--ServerApp.root_dir={root}",
+         f"--LabApp.app_settings_dir={app_settings}",
          "--LabApp.expose_app_in_browser=True"],  # window.jupyterapp: wait on `restored`, not on time
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -387,11 +395,58 @@ def test_a_notebook_closed_or_reloaded_while_presenting_opens_as_a_notebook(open
     notebook.check(notebook.page.locator(".jp-NotebookPanel.jp-Deck").count() == 0, "the notebook is a deck")
 
 
+def check_clicker_after_slider(notebook, name: str) -> None:
+    """Right after a value was typed into slider ``name`` on the slide showing: the clicker's PageDown/PageUp walk the
+    deck, not the slider; the slider keeps its arrow keys while it has the focus, yet PageUp/PageDown still walk the
+    deck; once moved by the pointer, or after a click outside it, the slider gives the focus back (← and → walk
+    the deck again). A key that walks the deck leaves the slider's value as it was."""
+    slider = notebook.slider(name)
+    readout = slider.locator(".widget-readout").element_handle()
+    value = lambda: readout.evaluate("e => e.textContent.trim()")  # noqa: E731 (read while its slide is hidden)
+
+    def walks(key: str, back: str) -> None:
+        before, here = value(), notebook.active_cell()
+        notebook.check(notebook.press(key) != here, f"{key} did not move the deck after {name} moved")
+        notebook.check(value() == before, f"{key} moved the {name} slider ({before} -> {value()}), not only the deck")
+        notebook.check(notebook.press(back) == here, f"{back} did not come back to the {name} slide")
+        slider.wait_for()
+
+    walks("PageDown", "PageUp")  # the readout took the typed value (Enter), then gave the focus back
+    before, outputs = value(), notebook.widget_outputs()
+    slider.locator(".noUi-handle").focus()
+    notebook.page.keyboard.press("ArrowLeft")
+    notebook.wait_until(f"before => ({WIDGET_OUTPUTS})() !== before", f"← on the focused {name} slider did "
+                        "not move it (a slider keeps its own arrow keys)", arg=outputs)
+    notebook.check(value() != before, f"← on the focused {name} slider did not change its value")
+    walks("PageUp", "PageDown")
+    walks("PageDown", "PageUp")
+
+    handle = slider.locator(".noUi-handle").bounding_box()
+    before, outputs = value(), notebook.widget_outputs()
+    x, y = handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2
+    notebook.page.mouse.move(x, y)
+    notebook.page.mouse.down()
+    notebook.page.mouse.move(x + 60, y, steps=5)
+    notebook.page.mouse.up()
+    notebook.wait_until(f"before => ({WIDGET_OUTPUTS})() !== before", f"dragging {name} did not redraw", arg=outputs)
+    notebook.check(value() != before, f"dragging the {name} slider did not change its value")
+    walks("ArrowLeft", "ArrowRight")  # the drag gave the focus back
+
+    slider.locator(".noUi-handle").focus()
+    notebook.page.mouse.click(SCREEN["width"] - 8, SCREEN["height"] // 2)  # the slide's margin
+    walks("ArrowLeft", "ArrowRight")
+
+
 def test_heads_slider_works_on_a_slide(open_notebook):
-    """Deck mode presents the live notebook: on the Explore slide the heads slider re-splits the shapes."""
+    """Deck mode presents the live notebook: no ¶ by a heading, even under the pointer; on the Explore slide the
+    heads slider re-splits the shapes, and the clicker still walks the deck after it moved."""
     notebook = open_notebook("02_qkv_multihead_split.ipynb")
     notebook.run_all()
     notebook.start_deck()
+    title = notebook.page.locator(".jp-Deck .jp-deck-mod-visible .jp-RenderedMarkdown h1").first
+    title.hover()  # where JupyterLab draws a heading's ¶ link
+    anchors = title.locator(".jp-InternalAnchorLink")
+    notebook.check(anchors.count() == 1 and not anchors.first.is_visible(), "the title slide draws a ¶ by its heading")
     last = deck_cells(notebook.name)[-1]
     on_slide = notebook.page.locator(".jp-Deck .jp-deck-mod-visible .widget-slider",
                                      has=notebook.page.locator("label", has_text="heads"))
@@ -405,7 +460,27 @@ def test_heads_slider_works_on_a_slide(open_notebook):
     shown = notebook.set_slider("heads", 4)
     notebook.check("[32, 4, 10, 128]" in shown and "[32, 8, 10, 64]" not in shown,
                    f"heads=4 did not re-split on the slide: {shown[:300]}")
+    check_clicker_after_slider(notebook, "heads")
     notebook.screenshot("-slide")
+
+
+def test_a_class_leaves_the_teachers_copy_as_committed(open_notebook):
+    """Autosave is off in the shipped settings: Run All and a slider moved in class leave the notebook on disk
+    as it was (with autosave, `git status` showed 11 and 12 modified after a class). Ctrl+S still saves."""
+    notebook = open_notebook("00_overview.ipynb")
+    saved = notebook.page.evaluate(SAVED_AT, notebook.name)
+    settings = notebook.page.evaluate(f"""async () => (await (await fetch(
+        '/lab/api/settings/@jupyterlab/docmanager-extension:plugin?token={TOKEN}')).json())""")
+    notebook.check(settings["schema"]["properties"]["autosave"]["default"] is False
+                   and "autosave" not in settings["settings"], "autosave is not off in the shipped settings")
+    notebook.run_all()
+    notebook.set_slider("d_model", 256)
+    notebook.check(notebook.page.evaluate(SAVED_AT, notebook.name) == saved, "the notebook on disk changed in class")
+    notebook.check(notebook.page.locator(".jp-mod-dirty").count() > 0, "JupyterLab does not show the unsaved changes")
+
+
+SAVED_AT = f"""async name => (await (await fetch(
+    '/api/contents/notebooks/' + name + '?content=0&token={TOKEN}')).json()).last_modified"""
 
 
 def test_heads_slider_resplits_and_explains_a_bad_head_count(open_notebook):
@@ -589,7 +664,7 @@ CHINESE_EDITION = sorted(p.name for p in (NOTEBOOK_DIR / "zh").glob("00_*.ipynb"
 def test_chinese_edition_on_a_slide_in_a_chinese_jupyterlab(open_notebook_zh, name):
     """The Chinese edition as `make lab-zh` opens it, at 1366x768: JupyterLab's menus in Chinese, the title slide's
     Chinese heading drawn as glyphs (not boxes) in Deck mode, and on the explorer's slide the d_model slider
-    re-traces the shapes."""
+    re-traces the shapes, and the clicker still walks the deck after it moved."""
     notebook = open_notebook_zh(name)
     menus = notebook.page.locator("#jp-MainMenu .lm-MenuBar-item").all_inner_texts()
     notebook.check({"文件", "编辑", "运行"} <= {m.strip() for m in menus}, f"the menus are not in Chinese: {menus}")
@@ -611,4 +686,5 @@ def test_chinese_edition_on_a_slide_in_a_chinese_jupyterlab(open_notebook_zh, na
     shown = notebook.set_slider("d_model", 256)
     notebook.check("[32, 10, 256]" in shown and "[32, 10, 512]" not in shown,
                    f"d_model = 256 did not re-trace the shapes on the slide: {shown[:300]}")
+    check_clicker_after_slider(notebook, "d_model")
     notebook.screenshot("-zh-slide")

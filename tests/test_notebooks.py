@@ -17,6 +17,7 @@ BOTH_IDS = [p.stem if p.parent.name == "notebooks" else f"zh-{p.stem}" for p in 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 sys.path.insert(0, str(ROOT / "tools"))
 import build_site  # noqa: E402
+import nbval_tags  # noqa: E402
 
 
 def read(path: Path) -> nbformat.NotebookNode:
@@ -118,6 +119,58 @@ def test_each_shape_question_is_answered_on_the_next_slide(path):
             f"put a `## ` heading before the cell that reveals it"
 
 
+def slides(notebook) -> list[list]:
+    """The deck's slides, each the cells it shows (every cell is on a slide: tools/slide_metadata.py)."""
+    shown = []
+    for cell in notebook.cells:
+        if slide_type(cell) == "slide" or not shown:
+            shown.append([])
+        shown[-1].append(cell)
+    return shown
+
+
+@pytest.mark.parametrize("path", BOTH, ids=BOTH_IDS)
+def test_where_we_are_is_said_on_the_slide_that_shows_the_map(path):
+    """"Where we are: highlighted ..." on a slide without the highlighted map (13's title slide) points at nothing."""
+    for number, cells in enumerate(slides(read(path)), 1):
+        says = any(c.cell_type == "markdown" and re.search(r"Where we are|我们在哪里", c.source) for c in cells)
+        shows = any(c.cell_type == "code" and "wt.shape_map(" in c.source for c in cells)
+        assert shows or not says, f"slide {number} says where we are on the map, but the map is on another slide"
+
+
+@pytest.mark.parametrize("path", BOTH, ids=BOTH_IDS)
+def test_no_test_marker_is_drawn_on_a_slide(path):
+    """nbval's instructions are cell tags, which no slide or page shows, never comment lines in the code (the lead
+    runs tools/nbval_tags.py over notebooks that arrive with them)."""
+    for index, cell in enumerate(code_cells(read(path))):
+        assert "NBVAL" not in cell.source.upper(), \
+            f"code cell {index} shows a test marker: run `python tools/nbval_tags.py {path.relative_to(ROOT)}`"
+
+
+def test_nbval_tags_moves_every_marker_to_the_tag_nbval_reads_once(tmp_path):
+    from nbval.plugin import find_comment_markers, find_metadata_tags
+
+    sources = ["# NBVAL_IGNORE_OUTPUT\nwt.widgets.scale_explorer()", "x = 1\n## NBVAL_SKIP\nprint(x)",
+               "#NBVAL_RAISES_EXCEPTION\n1 / 0", "# NBVAL_CHECK_OUTPUT\nprint(2)",
+               "print('# NBVAL_SKIP is a string here')"]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    notebook.cells[0].metadata["tags"] = ["keep-me"]
+    notebook.cells.append(nbformat.v4.new_markdown_cell("# NBVAL_SKIP in prose is left alone"))
+    path = tmp_path / "x.ipynb"
+    nbformat.write(notebook, path)
+    assert nbval_tags.convert(path)
+    cells = read(path).cells
+    assert [c.source for c in cells] == ["wt.widgets.scale_explorer()", "x = 1\nprint(x)", "1 / 0", "print(2)",
+                                         sources[4], "# NBVAL_SKIP in prose is left alone"]
+    assert [c.metadata.get("tags") for c in cells] == [
+        ["keep-me", "nbval-ignore-output"], ["nbval-skip"], ["raises-exception"],
+        ["nbval-check-output"], None, None]
+    for source, cell in zip(sources, cells):  # nbval reads each tag as it read the comment
+        assert dict(find_metadata_tags(cell.metadata)) == dict(find_comment_markers(source)), source
+    text = path.read_text()
+    assert not nbval_tags.convert(path) and path.read_text() == text, "a second run changes nothing"
+
+
 @pytest.mark.parametrize("path", BOTH, ids=BOTH_IDS)
 def test_notebook_keeps_the_conventions(path):
     notebook = read(path)
@@ -131,7 +184,8 @@ def test_notebook_keeps_the_conventions(path):
     assert any("image/png" in o.get("data", {}) for o in outputs), "a heatmap or plot"
     assert widget_cells(notebook), "a widget"
     for cell in widget_cells(notebook):
-        assert cell.source.startswith("# NBVAL_IGNORE_OUTPUT"), "widget output varies: not compared by nbval"
+        assert nbval_tags.IGNORE_OUTPUT in cell.metadata.get("tags", []), \
+            "widget output varies: tag the cell nbval-ignore-output (not compared by nbval)"
         assert any(WIDGET_VIEW in o.get("data", {}) for o in cell.outputs)
     if path in TWINS:
         return twin_keeps_the_chinese_conventions(path)

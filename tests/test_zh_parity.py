@@ -22,7 +22,8 @@ FIX = "run `make zh-sync` (tools/zh_sync.py) and translate the cells it marks"
 
 
 def markers(source: str) -> list[str]:
-    """The tool instructions in a cell's comments (NBVAL_IGNORE_OUTPUT, noqa): never translated or dropped."""
+    """The tool instructions in a cell's comments (noqa): never translated or dropped. nbval's are cell tags
+    (tools/nbval_tags.py), which the twin keeps as they are (zh_sync.SYNCED_METADATA)."""
     return [word for line in source.splitlines() if "#" in line
             for word in line.split("#", 1)[1].split() if word.startswith(zh_sync.MARKERS)]
 
@@ -54,8 +55,6 @@ def parity_problems(english: dict, twin: dict) -> list[str]:
                 problems.append(f"{where}: the code differs from the English beyond strings and comments")
             if markers(e_text) != markers(z_text):
                 problems.append(f"{where}: markers {markers(e_text)} in English, {markers(z_text)} in the twin")
-            if e_text.startswith("# NBVAL_IGNORE_OUTPUT") != z_text.startswith("# NBVAL_IGNORE_OUTPUT"):
-                problems.append(f"{where}: # NBVAL_IGNORE_OUTPUT must stay the cell's first line")
         for key in zh_sync.SYNCED_METADATA:
             if e["metadata"].get(key) != z["metadata"].get(key):
                 problems.append(f"{where}: {key} metadata {e['metadata'].get(key)} in English, "
@@ -111,7 +110,7 @@ ENGLISH_SMALL = [
     ("code", '%matplotlib inline\nimport walkthrough as wt\n\nwt.set_language("en")  # Chinese: "zh"\n'
              'cfg = wt.ModelConfig.tiny()'),
     ("markdown", "## Predict"),
-    ("code", '# NBVAL_IGNORE_OUTPUT\nwt.ask_shape("Shape of the scores?", (2, 4, 3, 3))  # predict first'),
+    ("code", 'wt.ask_shape("Shape of the scores?", (2, 4, 3, 3))  # noqa: E501 predict first'),
     ("code", 'x = torch.zeros(2, 3)\nprint(f"x is {x.shape} and {x.dtype}", "ok")'),
     ("markdown", "## Recap"),
 ]
@@ -120,7 +119,7 @@ CHINESE_SMALL = [
     ("code", '%matplotlib inline\nimport walkthrough as wt\n\nwt.set_language("zh")  # 英文版写 "en"\n'
              'cfg = wt.ModelConfig.tiny()'),
     ("markdown", "## 预测"),
-    ("code", '# NBVAL_IGNORE_OUTPUT\nwt.ask_shape("注意力分数的形状？", (2, 4, 3, 3))  # 先预测'),
+    ("code", 'wt.ask_shape("注意力分数的形状？", (2, 4, 3, 3))  # noqa: E501 先预测'),
     ("code", 'x = torch.zeros(2, 3)\nprint(f"x 的类型是 {x.dtype}，形状是 {x.shape}",\n      "好")'),
     ("markdown", "## 小结"),
 ]
@@ -145,11 +144,20 @@ def test_a_faithful_translation_passes():
     (1, '%matplotlib inline\nimport walkthrough as wt\n\nwt.set_language("en")\ncfg = wt.ModelConfig.tiny()',
      'set_language("zh")'),
     (3, 'wt.ask_shape("注意力分数的形状？", (2, 4, 3, 3))  # 先预测', "markers"),
-    (3, '# 先预测\n# NBVAL_IGNORE_OUTPUT\nwt.ask_shape("注意力分数的形状？", (2, 4, 3, 3))', "first line"),
 ])
 def test_a_changed_code_cell_fails(index, text, expected):
     problems = parity_problems(notebook(*ENGLISH_SMALL), notebook(*edited(CHINESE_SMALL, index, text)))
     assert any(expected in p for p in problems), problems
+
+
+def test_a_dropped_nbval_tag_fails():
+    """nbval reads its instructions from cell tags: a twin without the English cell's tag would be compared where
+    the English is not (or the reverse)."""
+    english, twin = notebook(*ENGLISH_SMALL), notebook(*CHINESE_SMALL)
+    english["cells"][3]["metadata"]["tags"] = ["nbval-ignore-output"]
+    assert any("tags metadata" in p for p in parity_problems(english, twin))
+    twin["cells"][3]["metadata"]["tags"] = ["nbval-ignore-output"]
+    assert parity_problems(english, twin) == []
 
 
 def test_text_inside_an_f_string_field_is_text_and_its_expression_is_code():

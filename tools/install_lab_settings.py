@@ -3,12 +3,14 @@
 Three things go into ``sys.prefix`` (the venv or the conda env), never into the user's own settings:
 
 - ``share/jupyter/lab/settings/overrides.d/walkthrough.json``: the defaults in jupyterlab-settings/overrides.json
-  (no news pop-up, Deck-mode keys: Alt+R, and PageDown/PageUp/→/← for a clicker that walk every cell).
+  (no news pop-up; autosave off, so a class leaves the notebooks on disk as committed, Ctrl+S still saving;
+  Deck-mode keys: Alt+R, and PageDown/PageUp/→/← for a clicker that walk every cell).
   They are defaults: a user's own settings, and an environment-wide overrides.json, still win.
 - ``share/jupyter/labextensions/walkthrough-classroom/``: a small extension written by hand (no build) that
   sets projector type sizes, makes the browser draw Chinese with Noto Sans CJK SC (the font mplfonts
-  already installs) on machines that have no CJK font, folds the file browser away, and makes Deck mode
-  always leavable from the keyboard.
+  already installs) on machines that have no CJK font, folds the file browser away, makes Deck mode
+  always leavable from the keyboard, keeps the clicker's PageDown/PageUp walking the deck after a slider has
+  moved, and hides the ¶ beside a slide's headings.
 - ``etc/jupyter/jupyter_server_config.json``: the server settings in jupyterlab-settings/jupyter_server_config.json
   (idle kernels culled: a closed tab's kernel is shut down), merged into the file if the environment has one
   (Jupyter reads no ``.d`` folder for these).

@@ -1,8 +1,9 @@
 // A JupyterLab extension written by hand, so it needs no build step: JupyterLab loads this container and
 // asks it for "./style" (links classroom.css, whose url()s are relative to it and so stay right under any
-// base URL: JupyterHub, Binder) and "./extension" (two plugins: fold the left sidebar once the layout is
+// base URL: JupyterHub, Binder) and "./extension" (three plugins: fold the left sidebar once the layout is
 // restored, so a notebook gets the whole width of a projector, Ctrl+B or the folder icon bringing it back;
-// and a way out of Deck mode (jupyterlab-slideshow) that always works from the keyboard).
+// a way out of Deck mode (jupyterlab-slideshow) that always works from the keyboard; and a clicker that
+// keeps walking the deck after a slider has moved).
 var _JUPYTERLAB;
 (function () {
   var here = document.currentScript.src.replace(/[^/]*$/, "");
@@ -116,6 +117,89 @@ var _JUPYTERLAB;
     }
   };
 
+  // The shipped shortcuts (overrides.json) walk the deck only while a notebook cell has the focus. A slider
+  // takes the focus when it is moved, and it both eats PageDown/PageUp (noUiSlider's big steps) and is marked
+  // data-lm-suppress-shortcuts by ipywidgets: the next clicker press moved the slider, not the deck. So, while
+  // presenting:
+  // - PageDown/PageUp always walk the deck, wherever the focus is (a widget, the page itself), except in a cell's
+  //   editor, a dialog or a menu;
+  // - a slider keeps its own arrow keys while it has the focus (a teacher can step it from the keyboard);
+  // - it gives the focus back to the notebook once moved by the pointer or typed into (Enter), and on any click
+  //   outside it, so → and ← walk the deck again.
+  var WIDGET = ".jupyter-widgets, [data-lm-suppress-shortcuts]";
+  var NOT_OURS = ".cm-editor, .jp-Dialog, .lm-Menu, .jp-Completer";
+  var DECK_STEP = {
+    PageDown: {direction: "down", alternate: "forward"},
+    PageUp: {direction: "up", alternate: "back"}
+  };
+
+  var clickerAfterSlider = {
+    id: "walkthrough-classroom:clicker-after-slider",
+    description: "PageDown/PageUp walk a presented deck even when a slider has the focus.",
+    autoStart: true,
+    activate: function (app) {
+      function focusNotebook() {
+        var panel = app.shell.currentWidget;
+        var notebook = panel && panel.content;
+        if (!notebook || !notebook.activeCell) {
+          return;
+        }
+        notebook.mode = "command";
+        notebook.activeCell.node.focus();
+      }
+
+      function inWidget(element) {
+        return !!(element && element.closest && element.closest(WIDGET));
+      }
+
+      function focusLeftTheNotebook() {
+        var focused = document.activeElement;
+        return !focused || focused === document.body || inWidget(focused) || !focused.closest(".jp-Notebook");
+      }
+
+      window.addEventListener("keydown", function (event) {
+        var step = DECK_STEP[event.key];
+        if (!presenting() || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) {
+          return;
+        }
+        if (step) {
+          var target = event.target && event.target.closest ? event.target : null;
+          if ((target && target.closest(NOT_OURS)) || !focusLeftTheNotebook()) {
+            return;  // the shipped shortcut walks the deck, or the key belongs to an editor, dialog or menu
+          }
+          event.preventDefault();
+          event.stopPropagation();
+          focusNotebook();
+          app.commands.execute("deck:go", step);
+        } else if (event.key === "Enter" && event.target.closest && event.target.closest(".widget-readout")) {
+          setTimeout(focusNotebook, 0);  // after the readout has taken the typed value
+        }
+      }, true);
+
+      var sliderDragged = false;
+      window.addEventListener("pointerdown", function (event) {
+        if (!presenting()) {
+          return;
+        }
+        var target = event.target && event.target.closest ? event.target : null;
+        sliderDragged = !!(target && target.closest(".noUi-target"));
+        if (!inWidget(target)) {
+          setTimeout(function () {
+            if (focusLeftTheNotebook()) {
+              focusNotebook();
+            }
+          }, 0);  // a click on another cell has focused it by then: keep that
+        }
+      }, true);
+      window.addEventListener("pointerup", function () {
+        if (presenting() && sliderDragged) {
+          sliderDragged = false;
+          setTimeout(focusNotebook, 0);  // after noUiSlider has ended the drag and set the value
+        }
+      }, true);
+    }
+  };
+
   var modules = {
     "./style": function () {
       var link = document.createElement("link");
@@ -125,7 +209,7 @@ var _JUPYTERLAB;
       return {};
     },
     "./extension": function () {
-      return [foldFileBrowser, deckExit];
+      return [foldFileBrowser, deckExit, clickerAfterSlider];
     }
   };
   (_JUPYTERLAB = _JUPYTERLAB || {})["walkthrough-classroom"] = {
