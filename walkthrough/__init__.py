@@ -11,6 +11,7 @@ from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_pr
 from .cache import DecodingCache, KVCache, position_ids
 from .checkpoints import shipped_file
 from .config import GPTConfig, ModelConfig
+from .corpus import EVERYDAY_PHRASES, cedict_pairs
 from .data import (
     PHRASES,
     Vocab,
@@ -77,6 +78,7 @@ from .train import (
 from .training import make_batch, smoothing_floor, teacher_forcing, warmup_lr
 
 __all__ = [
+    "EVERYDAY_PHRASES",
     "GPT",
     "PHRASES",
     "SEPARATOR",
@@ -111,6 +113,7 @@ __all__ = [
     "block_gaps",
     "by_step",
     "causal_mask",
+    "cedict_pairs",
     "check_exercise",
     "check_model",
     "check_shape_answer",
