@@ -8,6 +8,7 @@ import importlib
 
 from . import backward, cost, distributed, gradients, memory
 from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_product_attention
+from .bpe import BPETokenizer
 from .cache import DecodingCache, KVCache, position_ids
 from .checkpoints import shipped_file
 from .config import GPTConfig, ModelConfig
@@ -85,6 +86,7 @@ __all__ = [
     "SOURCE_SIZES",
     "STEPS",
     "AddNorm",
+    "BPETokenizer",
     "DecoderLayer",
     "DecodingCache",
     "Embedding",
