@@ -29,8 +29,8 @@ LAYERS = {
     "trace": 9, "cost": 9,                       # tools that run the model
     "memory": 9, "gradients": 9,                 # what training saves; the gradient shapes (beside trace)
     "data": 10, "checkpoints": 10,               # learning, beside the tools (neither imports the other)
-    "bpe": 10,                                   # text to ids: byte-pair encoding by hand (notebook 16)
     "corpus": 10,                                # the real phrases (CC-CEDICT), beside the numeral task
+    "bpe": 11,                                   # text to ids: byte-pair encoding by hand, on the corpus (16)
     "training": 11, "train": 12, "language_model": 13,
     "distributed": 12,                           # any training loop, its batch split across torchrun's processes
     "viz": 14, "quiz": 14,                       # teaching

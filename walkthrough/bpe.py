@@ -25,13 +25,18 @@ import random
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from functools import cache
 
+from .corpus import cedict_pairs
 from .i18n import _
 
 SPECIAL_TOKENS = ("<pad>", "<sos>", "<eos>")
 PAD_ID, SOS_ID, EOS_ID = 0, 1, 2
 FIRST_BYTE_ID = len(SPECIAL_TOKENS)  # byte b is id FIRST_BYTE_ID + b
 BASE_SIZE = FIRST_BYTE_ID + 256  # the smallest vocabulary: the special tokens and every byte
+
+# From raw bytes to the source articles' 30000: the sizes notebook 16 measures and its explorer offers
+VOCAB_SIZES = (BASE_SIZE, 300, 500, 1000, 2000, 5000, 10_000, 20_000, 30_000)
 
 Pair = tuple[int, int]
 
@@ -111,15 +116,11 @@ class BPETokenizer:
             raise ValueError(_("vocab_size must be at least {base} (256 bytes and {specials} special tokens), "
                                "got {size}").format(base=BASE_SIZE, specials=FIRST_BYTE_ID, size=vocab_size))
         self.__init__()
-        # Equal chunks merge alike: keep each once, with how often it occurs.
-        chunk_counts = Counter(piece for text in texts for piece in chunks_of_text(text))
-        words = [[FIRST_BYTE_ID + b for b in piece.encode()] for piece in chunk_counts]
-        counts = list(chunk_counts.values())
-        pair_counts: Counter[Pair] = Counter()
+        words, counts = words_of(texts)
+        pair_counts = count_pairs(words, counts)
         words_with: defaultdict[Pair, set[int]] = defaultdict(set)  # pair -> the words that hold it
         for w, word in enumerate(words):
             for pair in zip(word, word[1:]):
-                pair_counts[pair] += counts[w]
                 words_with[pair].add(w)
         # The most frequent pair is at the top of a heap of (-count, pair); a count that has changed since its
         # entry was pushed has a newer entry, so a popped entry that disagrees with pair_counts is skipped.
@@ -229,10 +230,31 @@ def corpus_slice(pairs: Iterable[tuple[str, str]], characters: int = 50_000, see
     return texts
 
 
-def chunks_of_text(text) -> list[str]:
-    """A training text's chunks, or a message when it is not a string UTF-8 can write."""
-    utf8(text, "texts")
-    return chunks(text)
+def words_of(texts: Iterable[str]) -> tuple[list[list[int]], list[int]]:
+    """The training texts' chunks as byte ids, each distinct chunk once (equal chunks merge alike), and how
+    often each occurs."""
+    chunk_counts: Counter[str] = Counter()
+    for text in texts:
+        utf8(text, "texts")  # a text that is no string, or one UTF-8 cannot write, is named here
+        chunk_counts.update(chunks(text))
+    return [[FIRST_BYTE_ID + b for b in piece.encode()] for piece in chunk_counts], list(chunk_counts.values())
+
+
+def count_pairs(words: list[list[int]], counts: list[int]) -> Counter[Pair]:
+    """How often each pair of neighbouring ids occurs: each word's pairs, times the word's count."""
+    pair_counts: Counter[Pair] = Counter()
+    for word, count in zip(words, counts):
+        for pair in zip(word, word[1:]):
+            pair_counts[pair] += count
+    return pair_counts
+
+
+@cache
+def corpus_vocabulary(vocab_size: int = 30_000) -> BPETokenizer:
+    """The real vocabulary: the library's BPE (``library_bpe``) on every text of ``cedict_pairs("train")``,
+    Chinese and English, as a ``BPETokenizer`` (its ``smaller`` gives every smaller size). Trained once per
+    process; derived from CC-CEDICT, so CC BY-SA 4.0, like the corpus."""
+    return from_library(library_bpe([text for pair in cedict_pairs("train") for text in pair], vocab_size))
 
 
 def byte_char(b: int) -> str:
