@@ -137,3 +137,25 @@ def test_bad_input_is_named(call, error, words):
     with pytest.raises(error) as raised:
         call()
     assert all(word in str(raised.value) for word in words), str(raised.value)
+
+
+@pytest.mark.parametrize(("phrase", "shown"), [
+    ("早上好 good morning", "L = "), ("", "type a phrase"), ("   ", "type a phrase"), ("😀🎉", "L = 8 tokens"),
+    ("ᚠᛇᚻ ∮ E⋅da", "L = "), ("早" * 10_000, "the first 200 characters of 10000"), ("a\ud800", "lone surrogate"),
+])
+def test_the_explorer_shows_a_phrase_or_a_message_never_a_traceback(phrase, shown):
+    explorer = wt.widgets.bpe_explorer(trained())
+    explorer.control("phrase").value = phrase
+    for size in explorer.control("vocabulary").options:  # 259 .. 2000: the sizes this vocabulary holds
+        explorer.control("vocabulary").value = size
+        assert shown in explorer.text() and "Traceback" not in explorer.text()
+    assert explorer.control("vocabulary").options == (259, 300, 500, 1000, 2000)
+
+
+def test_the_explorer_shows_each_token_with_its_id():
+    explorer = wt.widgets.bpe_explorer(trained(), phrase="good morning")
+    ids = trained().encode("good morning")
+    assert f"L = {len(ids)} tokens" in explorer.text()
+    assert all(f"<small>{i}</small>" in explorer.text() for i in ids)
+    explorer.control("vocabulary").value = 259
+    assert "L = 12 tokens" in explorer.text() and "␣" in explorer.text()
