@@ -6,7 +6,7 @@ stays light in a script or a test that draws nothing.
 
 import importlib
 
-from . import backward, cost, distributed, gradients, memory
+from . import backward, bpe, cost, distributed, gradients, memory
 from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_product_attention
 from .bpe import BPETokenizer
 from .cache import DecodingCache, KVCache, position_ids
@@ -113,6 +113,7 @@ __all__ = [
     "backward",
     "beam_search",
     "block_gaps",
+    "bpe",
     "by_step",
     "causal_mask",
     "cedict_pairs",
