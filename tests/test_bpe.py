@@ -158,4 +158,11 @@ def test_the_explorer_shows_each_token_with_its_id():
     assert f"L = {len(ids)} tokens" in explorer.text()
     assert all(f"<small>{i}</small>" in explorer.text() for i in ids)
     explorer.control("vocabulary").value = 259
-    assert "L = 12 tokens" in explorer.text() and "␣" in explorer.text()
+    assert "V = 259:" in explorer.text() and "L = 12 tokens" in explorer.text() and "␣" in explorer.text()
+    # a move that leaves the tokens as they were still redraws (the slide test waits for a change)
+    explorer.control("phrase").value = "早上好"
+    texts = set()
+    for size in (1000, 2000):
+        explorer.control("vocabulary").value = size
+        texts.add(explorer.text())
+    assert len(texts) == 2

@@ -610,8 +610,9 @@ def bpe_explorer(tokenizer: BPETokenizer | None = None, phrase: str = "早上好
         tokens = [smaller(vocabulary).vocab[i] for i in ids]
         note = "\n" + _("(the first {count} characters of {total})").format(
             count=EXPLORER_CHARACTERS, total=len(phrase)) if len(cut) < len(phrase) else ""
-        summary = _Text(_("{characters} characters, {bytes} UTF-8 bytes -> L = {length} tokens").format(
-            characters=len(cut), bytes=len(cut.encode("utf-8", errors="replace")), length=len(ids)) + note)
+        summary = _Text(_("V = {size}: {characters} characters, {bytes} UTF-8 bytes -> L = {length} tokens").format(
+            size=vocabulary, characters=len(cut), bytes=len(cut.encode("utf-8", errors="replace")),
+            length=len(ids)) + note)
         return summary, _TokenBoxes(tokens, ids)
 
     typed = widgets.Text(value=phrase, description="phrase", continuous_update=True,
