@@ -118,6 +118,19 @@ def top_p_strict(x, p):  # keeps only the tokens whose running mass stays below 
     return x.masked_fill(~kept, -math.inf)
 
 
+def merge_first_only(ids, pair, new_id):
+    at = next(i for i in range(len(ids) - 1) if (ids[i], ids[i + 1]) == pair)
+    return ids[:at] + [new_id] + ids[at + 2:]
+
+
+def merge_without_last(ids, pair, new_id):  # the scan stops one before the end and drops what is left
+    merged, i = [], 0
+    while i < len(ids) - 1:
+        merged.append(new_id if (ids[i], ids[i + 1]) == pair else ids[i])
+        i += 2 if (ids[i], ids[i + 1]) == pair else 1
+    return merged
+
+
 WRONG = [
     ("sinusoidal_table", table_with(torch.cos, torch.sin, 2), "sin and cos are swapped"),
     ("sinusoidal_table", interleaved_table, "the sines fill the first half and the cosines the second"),
@@ -191,6 +204,10 @@ WRONG = [
     ("top_p_filter", lambda x, p: x.masked_fill(~(x.softmax(-1).cumsum(-1) - x.softmax(-1) < p), -math.inf),
      "rank the tokens by probability first"),
     ("top_p_filter", top_p_strict, "the token that crosses top_p stays"),
+    ("bpe_merge", merge_first_only, "only the first occurrence was merged"),
+    ("bpe_merge", lambda ids, pair, new_id: merge_without_last(ids, pair, new_id), "the last id is missing"),
+    ("bpe_merge", lambda ids, pair, new_id: tuple(ids), "returned a tuple: return a list of ints"),
+    ("bpe_merge", lambda ids, pair, new_id: ids, "your result is ["),
 ]
 
 

@@ -30,6 +30,8 @@ LAYERS = {
     "trace": 9, "cost": 9,                       # tools that run the model
     "memory": 9, "gradients": 9,                 # what training saves; the gradient shapes (beside trace)
     "data": 10, "checkpoints": 10,               # learning, beside the tools (neither imports the other)
+    "corpus": 10,                                # the real phrases (CC-CEDICT), beside the numeral task
+    "bpe": 11,                                   # text to ids: byte-pair encoding by hand, on the corpus (16)
     "training": 11, "train": 12, "language_model": 13,
     "distributed": 12,                           # any training loop, its batch split across torchrun's processes
     "viz": 14, "quiz": 14,                       # teaching
@@ -39,7 +41,7 @@ LAYERS = {
     "__init__": 17,
     "__main__": 18,                              # the command line on top
 }
-TOOLS, LEARNING = {"trace", "cost", "memory", "gradients"}, {"data", "train", "language_model"}
+TOOLS, LEARNING = {"trace", "cost", "memory", "gradients"}, {"data", "corpus", "train", "language_model"}
 
 
 def imports_of(path: Path) -> set[str]:

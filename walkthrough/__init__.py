@@ -6,11 +6,13 @@ stays light in a script or a test that draws nothing.
 
 import importlib
 
-from . import backward, cost, distributed, gradients, memory
+from . import backward, bpe, cost, distributed, gradients, memory
 from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_product_attention
+from .bpe import BPETokenizer
 from .cache import DecodingCache, KVCache, position_ids
 from .checkpoints import shipped_file
 from .config import GPTConfig, ModelConfig
+from .corpus import EVERYDAY_PHRASES, cedict_pairs
 from .data import (
     PHRASES,
     Vocab,
@@ -78,12 +80,14 @@ from .train import (
 from .training import make_batch, smoothing_floor, teacher_forcing, warmup_lr
 
 __all__ = [
+    "EVERYDAY_PHRASES",
     "GPT",
     "PHRASES",
     "SEPARATOR",
     "SOURCE_SIZES",
     "STEPS",
     "AddNorm",
+    "BPETokenizer",
     "DecoderLayer",
     "DecodingCache",
     "Embedding",
@@ -110,8 +114,10 @@ __all__ = [
     "backward",
     "beam_search",
     "block_gaps",
+    "bpe",
     "by_step",
     "causal_mask",
+    "cedict_pairs",
     "check_exercise",
     "check_model",
     "check_shape_answer",

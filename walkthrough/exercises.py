@@ -23,7 +23,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from . import backward, student
+from . import backward, bpe, student
 from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .data import pad_batch
 from .decoding import filter_logits
@@ -631,6 +631,33 @@ def check_top_p_filter(fn, inputs):
             "add up their probabilities: in id order the sum means nothing."): logits.masked_fill(~unranked, -math.inf),
         }, _("for logits {logits_shape} and top_p={top_p}, your result").format(
             logits_shape=list(logits.shape), top_p=top_p))
+
+
+@exercise("bpe_merge")
+def check_bpe_merge(fn, inputs):
+    """fn(ids, pair, new_id) -> ids with every occurrence of pair, left to right, replaced by new_id (notebook 16)."""
+    for length in inputs.sizes(CASES, 6, 14):
+        ids = [inputs.random.choice((104, 105, 106)) for _position in range(length)]
+        ids[1:4] = [105, 105, 105]  # a run of three: (105, 105) merges once, at the left, not twice
+        pair, new_id = (ids[1], ids[2]), 300
+        expected = bpe.merge(ids, pair, new_id)
+        first_at = next(i for i in range(len(ids) - 1) if (ids[i], ids[i + 1]) == pair)
+        mistakes = {
+            N_("only the first occurrence was merged: keep going to the end of the list."):
+                ids[:first_at] + [new_id] + ids[first_at + 2:],
+            N_("the last id is missing: when the scan stops one before the end, the last id still belongs to "
+               "the result."): expected[:-1],
+        }
+        result = call(fn, ids, pair, new_id)
+        if not isinstance(result, list) or not all(isinstance(i, int) for i in result):
+            raise Wrong(_("your function returned a {type}: return a list of ints.").format(type=type(result).__name__))
+        about = _("for ids={ids}, pair={pair}, new_id={new_id}").format(ids=ids, pair=pair, new_id=new_id)
+        for hint, wrong in mistakes.items():
+            if result == wrong != expected:
+                raise Wrong(f"{about}: {_(hint)}")
+        if result != expected:
+            raise Wrong(_("{about}, your result is {got}, not {expected}.").format(about=about, got=result,
+                                                                                 expected=expected))
 
 
 def check_exercise(name: str, fn: Callable, seed: int = 0) -> ExerciseResult:

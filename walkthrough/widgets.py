@@ -30,6 +30,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from . import viz
 from .attention import keep_attention_weights
+from .bpe import VOCAB_SIZES, BPETokenizer, corpus_vocabulary
 from .config import GPTConfig, ModelConfig
 from .cost import encoder_layer_costs, format_costs, gqa_costs, kv_sharing
 from .data import MAX_NUMBER, chinese_numeral, english_words
@@ -661,3 +662,62 @@ def modern_block_explorer() -> Explorer:
                      slider("kv_heads", BASE.num_heads, 1, BASE.num_heads), tied], render,
                     _("Before you switch activation to swiglu: which rows appear in layer 0's feed-forward, and by "
                       "how much do the parameters grow? Then move kv_heads from 8 to 2: what shrinks, what stays?"))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Notebook 16: text to ids.
+
+EXPLORER_CHARACTERS = 200  # a longer paste is cut here: a slide shows that many tokens at most
+
+
+def bpe_explorer(tokenizer: BPETokenizer | None = None, phrase: str = "早上好 good morning") -> Explorer:
+    """Notebook 16: type a phrase, choose a vocabulary size; see its tokens, their ids and how many there are.
+
+    ``tokenizer``: the largest vocabulary (the corpus's 30000 by default, trained once per process); each
+    smaller size is its first merges, made once and kept, so a move costs one encode.
+    """
+    tokenizer = tokenizer or corpus_vocabulary()
+    smaller = functools.cache(tokenizer.smaller)
+    sizes = [size for size in VOCAB_SIZES if size <= len(tokenizer)]
+
+    def render(phrase, vocabulary):
+        if not phrase.strip():
+            return _Message(_("type a phrase: Chinese, English, anything (an emoji too)"))
+        cut = phrase[:EXPLORER_CHARACTERS]
+        ids = smaller(vocabulary).encode(cut)
+        tokens = [smaller(vocabulary).vocab[i] for i in ids]
+        note = "\n" + _("(the first {count} characters of {total})").format(
+            count=EXPLORER_CHARACTERS, total=len(phrase)) if len(cut) < len(phrase) else ""
+        summary = _Text(_("V = {size}: {characters} characters, {bytes} UTF-8 bytes -> L = {length} tokens").format(
+            size=vocabulary, characters=len(cut), bytes=len(cut.encode("utf-8", errors="replace")),
+            length=len(ids)) + note)
+        return summary, _TokenBoxes(tokens, ids)
+
+    typed = widgets.Text(value=phrase, description="phrase", continuous_update=True,
+                         style={"description_width": "initial"}, layout=widgets.Layout(width=CONTROLS_WIDTH))
+    vocabulary = widgets.SelectionSlider(options=sizes, value=sizes[-1], description="vocabulary",
+                                         continuous_update=False, style={"description_width": "initial"},
+                                         layout=widgets.Layout(width=CONTROLS_WIDTH))
+    return explorer([typed, vocabulary], render,
+                    _("Before you slide the vocabulary down to 259: how many tokens will 早上好 be, and "
+                      "good morning?"))
+
+
+class _TokenBoxes:
+    """A phrase's tokens as boxes, each with its id under it; a space shows as ␣, half a character as \\xe6."""
+
+    def __init__(self, tokens: list[bytes], ids: list[int]):
+        self.tokens, self.ids = tokens, ids
+
+    def shown(self, token: bytes) -> str:
+        return token.decode("utf-8", errors="backslashreplace").replace(" ", "␣")
+
+    def __repr__(self) -> str:
+        return " | ".join(f"{self.shown(t)} {i}" for t, i in zip(self.tokens, self.ids))
+
+    def _repr_html_(self) -> str:
+        boxes = "".join(
+            "<span style='display:inline-block;margin:2px;padding:2px 6px;border:1px solid #888;border-radius:4px;"
+            f"text-align:center'><code>{html.escape(self.shown(t))}</code><br><small>{i}</small></span>"
+            for t, i in zip(self.tokens, self.ids))
+        return f"<div style='max-width:800px'>{boxes}</div>"
