@@ -1,0 +1,206 @@
+"""The real translator (notebook 17): CC-CEDICT phrases -> English, on the package's own Transformer.
+
+One byte-level BPE vocabulary (Hugging Face ``tokenizers``) serves both languages, so one ``[V, D]`` matrix is
+the source embedding, the target embedding and the output head (``share_embeddings``). The training loop is
+``TrainingLoop``; the task adds only its batches (a fixed shuffle of the train split per epoch, the
+everyday phrases repeated) and its loss (label-smoothed cross-entropy, PAD ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from .checkpoints import (
+    TRANSLATOR_CHECKPOINT_FORMAT,
+    check_checkpoint_path,
+    read_checkpoint,
+    settings_from,
+    shipped_file,
+    write_checkpoint,
+)
+from .config import ModelConfig, check_positive_int
+from .corpus import EVERYDAY_PHRASES, LICENCE_NOTE, cedict_pairs
+from .data import EOS, PAD, SOS, UNK, Vocab, pad_batch
+from .i18n import _
+from .loss import sequence_loss
+from .model import Transformer
+from .training import Batch, TrainingLoop, check_learning_rate, check_smoothing, default_warmup, teacher_forcing
+
+SPECIAL_TOKENS = [PAD, SOS, EOS, UNK]  # ids 0..3, as every Vocab of the package: pad_id is 0 everywhere
+MAX_TOKENS = 48  # a phrase's tokens fed to the model (a dictionary headword takes at most ~18 bytes)
+
+
+def train_tokenizer(texts: list[str], vocab_size: int):
+    """A byte-level BPE tokenizer (Hugging Face ``tokenizers``) trained on ``texts``: any string round-trips.
+
+    The settings that make ``decode(encode(s)) == s`` for every string: no prefix space, no regex split (a
+    phrase is merged as a whole), every one of the 256 byte symbols in the base alphabet (so a character never
+    seen is its UTF-8 bytes), and the ByteLevel decoder.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(texts, trainer)
+    return tokenizer
+
+
+def load_tokenizer(path: str | Path):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(path))
+
+
+@dataclass(frozen=True)
+class TranslatorSettings:
+    """The shipped translator's sizes and schedule (what 2 CPU cores train in about an hour)."""
+
+    vocab_size: int = 4000
+    d_model: int = 256
+    num_heads: int = 4
+    d_ff: int = 512
+    num_layers: int = 2
+    dropout: float = 0.0  # two epochs or so fit in the budget: far from over-fitting, dropout only slows it
+    batch_size: int = 128
+    steps: int = 1200  # measured 1.9-2.6 s a step (one thread, machine shared with 8 engineers): 40-50 minutes
+    warmup: int | None = None
+    peak_lr: float = 1.5e-3
+    smoothing: float = 0.1
+    everyday_repeats: int = 50  # each everyday phrase is this many times in an epoch's data (the rest: once)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "num_heads", "d_ff", "num_layers", "batch_size", "steps",
+                     "everyday_repeats"):
+            check_positive_int(name, getattr(self, name))
+        if self.warmup is None:
+            object.__setattr__(self, "warmup", default_warmup(self.steps))  # frozen: set once, here
+        check_learning_rate("peak_lr", self.peak_lr)
+        check_smoothing(self.smoothing)
+
+    def model_config(self, vocab_size: int) -> ModelConfig:
+        return ModelConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=self.d_model,
+                           num_heads=self.num_heads, d_ff=self.d_ff, num_layers=self.num_layers,
+                           max_len=MAX_TOKENS + 2, dropout=self.dropout, pad_id=Vocab.pad_id, share_embeddings=True)
+
+
+def training_data(settings: TranslatorSettings) -> list[tuple[str, str]]:
+    """The train split, with each everyday phrase ``everyday_repeats`` times (said in notebook 17)."""
+    train = cedict_pairs("train")
+    everyday = [pair for pair in train if pair[0] in set(EVERYDAY_PHRASES)]
+    return train + everyday * (settings.everyday_repeats - 1)
+
+
+class Translator:
+    """A trained model and its tokenizer: ``translate(["早上好"]) -> ["good morning"]``.
+
+    ``settings``, ``step`` and ``losses`` say how it was trained (from its checkpoint).
+    """
+
+    def __init__(self, model: Transformer, tokenizer, settings: TranslatorSettings | None = None,
+                 step: int = 0, losses: list[float] | None = None):
+        self.model, self.tokenizer = model, tokenizer
+        self.settings, self.step, self.losses = settings, step, list(losses or [])
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text).ids[:MAX_TOKENS]
+
+    def decode(self, ids) -> str:
+        """Ids -> text, stopping at <eos> and dropping <sos> and <pad>."""
+        kept = []
+        for i in ids:
+            i = int(i)
+            if i == Vocab.eos_id:
+                break
+            if i not in (Vocab.pad_id, Vocab.sos_id):
+                kept.append(i)
+        return self.tokenizer.decode(kept)
+
+    def source_batch(self, texts: list[str]) -> torch.Tensor:
+        return pad_batch([self.encode(text) for text in texts], Vocab.pad_id)  # [B, L_src]
+
+    def batch(self, pairs: list[tuple[str, str]]) -> Batch:
+        tgt_in, labels = teacher_forcing([self.encode(en) for _, en in pairs])
+        return Batch(self.source_batch([zh for zh, _ in pairs]), tgt_in, labels)
+
+
+class TranslatorTrainer(TrainingLoop):
+    """The translation task on ``TrainingLoop``: a fixed shuffle per epoch (from the seed), so step ``s``'s batch
+    is the same in every run and a resumed run sees the same data."""
+
+    def __init__(self, settings: TranslatorSettings, tokenizer, threads: int = 1):
+        self.settings = settings
+        torch.manual_seed(settings.seed)
+        model = Transformer(settings.model_config(tokenizer.get_vocab_size()))
+        self.translator = Translator(model, tokenizer)
+        self.pairs = training_data(settings)
+        self._batches_per_epoch = len(self.pairs) // settings.batch_size
+        self._epoch_order: tuple[int, list[int]] | None = None
+        self._ids = [(self.translator.encode(zh), self.translator.encode(en)) for zh, en in self.pairs]
+        super().__init__(model, self.batch, self.loss, steps=settings.steps, warmup=settings.warmup,
+                         peak_lr=settings.peak_lr, threads=threads)
+
+    def batch(self, step: int) -> Batch:
+        epoch, index = divmod(step, self._batches_per_epoch)
+        if self._epoch_order is None or self._epoch_order[0] != epoch:
+            order = list(range(len(self._ids)))
+            random.Random(self.settings.seed * 1_000_003 + epoch).shuffle(order)
+            self._epoch_order = (epoch, order)
+        size = self.settings.batch_size
+        chosen = [self._ids[i] for i in self._epoch_order[1][index * size:(index + 1) * size]]
+        tgt_in, labels = teacher_forcing([en for _, en in chosen])
+        return Batch(pad_batch([zh for zh, _ in chosen], Vocab.pad_id), tgt_in, labels)
+
+    def loss(self, model: Transformer, batch: Batch) -> torch.Tensor:
+        logits = model(batch.src, batch.tgt_in)  # [B, L_tgt, V]
+        return sequence_loss(logits, batch.labels, Vocab.pad_id, self.settings.smoothing)
+
+
+def tokenizer_path(checkpoint: Path) -> Path:
+    """The tokenizer's file beside its checkpoint: ``cedict.pt`` -> ``cedict_tokenizer.json``."""
+    return checkpoint.with_name(f"{checkpoint.stem}_tokenizer.json")
+
+
+def save_translator(trainer: TranslatorTrainer, path: str | Path, optimizer: bool = False) -> None:
+    """The weights, settings and history (``optimizer=True``: all a resume needs), and the tokenizer beside it.
+
+    The tokenizer is stored in the checkpoint too (its JSON, covered by the digest), so the pair cannot be
+    mixed up; the file beside it is for reading and for other tools.
+    """
+    path = check_checkpoint_path(path, for_writing=True)
+    tokenizer_json = trainer.translator.tokenizer.to_str()
+    write_checkpoint(path, TRANSLATOR_CHECKPOINT_FORMAT, {
+        "settings": asdict(trainer.settings), "tokenizer": tokenizer_json, **trainer.state_dict(optimizer)})
+    tokenizer_path(path).write_text(tokenizer_json)
+    licence_note(path.with_name(f"{path.stem}_LICENCE.json"), [path.name, tokenizer_path(path).name])
+
+
+def load_translator(path: str | Path | None = None) -> Translator:
+    """The shipped translator (``checkpoints/cedict.pt``), or the one saved at ``path``, ready to translate."""
+    from tokenizers import Tokenizer
+
+    path = Path(shipped_file("checkpoints", "cedict.pt") if path is None else path)
+    state = read_checkpoint(path, TRANSLATOR_CHECKPOINT_FORMAT)
+    settings = settings_from(state, TranslatorSettings, path)
+    tokenizer = Tokenizer.from_str(state["tokenizer"])
+    model = Transformer(settings.model_config(tokenizer.get_vocab_size()))
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as err:
+        raise ValueError(_("{path}: its weights do not fit the settings stored with them ({err}); "
+                         "save it again").format(path=path, err=str(err).splitlines()[0])) from None
+    model.eval()
+    return Translator(model, tokenizer, settings, state["step"], state["losses"])
+
+
+def licence_note(path: Path, files: list[str]) -> None:
+    """Write the share-alike note beside ``files``, derived from CC-CEDICT."""
+    path.write_text(json.dumps({"files": files, "licence": "CC BY-SA 4.0", "note": LICENCE_NOTE}, indent=1) + "\n")
