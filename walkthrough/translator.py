@@ -31,11 +31,13 @@ from .decoding import beam_search, greedy_decode
 from .i18n import _
 from .loss import sequence_loss
 from .model import Transformer
+from .train import check_dropout
 from .training import (
     Batch,
     TrainingLoop,
     check_learning_rate,
     check_smoothing,
+    check_warmup,
     default_warmup,
     teacher_forcing,
     torch_threads,
@@ -94,8 +96,13 @@ class TranslatorSettings:
             check_positive_int(name, getattr(self, name))
         if self.warmup is None:
             object.__setattr__(self, "warmup", default_warmup(self.steps))  # frozen: set once, here
+        check_warmup(self.warmup, self.steps)
         check_learning_rate("peak_lr", self.peak_lr)
         check_smoothing(self.smoothing)
+        check_dropout(self.dropout)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(_("seed must be a whole number >= 0 (it fixes the data and the initial weights), "
+                             "got {seed!r}").format(seed=self.seed))
 
     def model_config(self, vocab_size: int) -> ModelConfig:
         return ModelConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=self.d_model,
@@ -199,14 +206,26 @@ class Translator:
 
 class TranslatorTrainer(TrainingLoop):
     """The translation task on ``TrainingLoop``: a fixed shuffle per epoch (from the seed), so step ``s``'s batch
-    is the same in every run and a resumed run sees the same data."""
+    is the same in every run and a resumed run sees the same data.
 
-    def __init__(self, settings: TranslatorSettings, tokenizer, threads: int = 1):
+    By default a new model on ``training_data(settings)``; given ``model`` (a loaded translator's), it trains
+    that one further (a fine-tune), and given ``pairs``, on those pairs instead.
+    """
+
+    def __init__(self, settings: TranslatorSettings, tokenizer, threads: int = 1, model: Transformer | None = None,
+                 pairs: list[tuple[str, str]] | None = None):
+        if not isinstance(settings, TranslatorSettings):
+            raise TypeError(_("settings must be a walkthrough.TranslatorSettings, got {type}").format(
+                type=type(settings).__name__))
         self.settings = settings
-        torch.manual_seed(settings.seed)
-        model = Transformer(settings.model_config(tokenizer.get_vocab_size()))
-        self.translator = Translator(model, tokenizer)
-        self.pairs = training_data(settings)
+        if model is None:
+            torch.manual_seed(settings.seed)
+            model = Transformer(settings.model_config(tokenizer.get_vocab_size()))
+        self.translator = Translator(model, tokenizer, settings)
+        self.pairs = training_data(settings) if pairs is None else list(pairs)
+        if len(self.pairs) < settings.batch_size:
+            raise ValueError(_("{count} pairs do not fill one batch of batch_size={batch_size}: give more pairs "
+                             "or a smaller batch_size").format(count=len(self.pairs), batch_size=settings.batch_size))
         self._batches_per_epoch = len(self.pairs) // settings.batch_size
         self._epoch_order: tuple[int, list[int]] | None = None
         self._ids = [(self.translator.encode(zh), self.translator.encode(en)) for zh, en in self.pairs]
