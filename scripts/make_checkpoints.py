@@ -6,8 +6,8 @@ time), so a run ends the same anywhere.
     .venv/bin/python scripts/make_checkpoints.py gpt_numerals   # one: numerals (07), gpt_numerals (09), cedict (17)
     .venv/bin/python scripts/make_checkpoints.py --check        # re-train the first steps of each, compare
 
-The CC-CEDICT translator takes about 45 minutes on 2 shared CPU cores (its steps were chosen from a measured
-2.8 s a step); it also trains its byte-level BPE tokenizer first (seconds) and writes it beside the
+The CC-CEDICT translator takes about 25 minutes on 2 shared CPU cores (its 2000 steps were chosen from a
+measured 0.55-0.8 s a step, 2.8 s at the day's worst load); it also trains its byte-level BPE tokenizer first (seconds) and writes it beside the
 checkpoint, with the share-alike licence note both files need (CC BY-SA 4.0, from CC-CEDICT).
 One thread, not two: on this shared machine two threads ran a step 5x slower (they wait on each other).
 
