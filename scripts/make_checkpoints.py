@@ -7,8 +7,9 @@ time), so a run ends the same anywhere.
     .venv/bin/python scripts/make_checkpoints.py --check        # re-train the first steps of each, compare
 
 The CC-CEDICT translator takes about 25 minutes on 2 shared CPU cores (its 2000 steps were chosen from a
-measured 0.55-0.8 s a step, 2.8 s at the day's worst load); it also trains its byte-level BPE tokenizer first (seconds) and writes it beside the
-checkpoint, with the share-alike licence note both files need (CC BY-SA 4.0, from CC-CEDICT).
+measured 0.55-0.8 s a step, 2.8 s at the day's worst load); it also trains its byte-level BPE tokenizer first
+(13-18 s) and writes it beside the checkpoint, with the share-alike licence note both files need (CC BY-SA 4.0,
+from CC-CEDICT).
 One thread, not two: on this shared machine two threads ran a step 5x slower (they wait on each other).
 
 Torch's CPU training is deterministic for a fixed number of threads (the thread count changes how sums

@@ -187,6 +187,10 @@ WRONG = [
     ("top_p_filter", lambda x, p: x.masked_fill(~(x.softmax(-1).cumsum(-1) - x.softmax(-1) < p), -math.inf),
      "rank the tokens by probability first"),
     ("top_p_filter", top_p_strict, "the token that crosses top_p stays"),
+    ("greedy_next_tokens", lambda logits, finished, pad: logits.argmax(-1), "a finished row"),
+    ("greedy_next_tokens", lambda logits, finished, pad: torch.where(finished, logits.argmax(-1), pad),
+     "the unfinished rows must get their best token"),
+    ("greedy_next_tokens", lambda logits, finished, pad: logits.argmax(0), "your next ids"),
 ]
 
 

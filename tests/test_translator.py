@@ -154,3 +154,18 @@ def test_the_everyday_phrases_are_repeated_in_training_data():
     data = translator.training_data(translator.TranslatorSettings())
     assert len(data) == len(wt.cedict_pairs("train")) + 49 * len(corpus.EVERYDAY_PHRASES)
     assert data.count(("早上好", "good morning")) == 50
+
+
+def test_the_explorer_shows_greedy_beam_and_the_map_and_never_a_traceback(shipped):
+    from walkthrough import widgets
+
+    explorer = widgets.real_translation_explorer(shipped)
+    assert "good morning" in explorer.text() and "[image/png]" in explorer.text()
+    assert "Predict first." in explorer.children[0].value
+    explorer.control("beam").value = 2
+    assert "beam of 2" in explorer.text()
+    for phrase in ("😀", "ⵜⴰⵎⴰⵣⵉⵖⵜ", "晚上好" * 4000):
+        explorer.control("phrase").value = phrase
+        assert "[image/png]" in explorer.text() and "Traceback" not in explorer.text()
+    explorer.control("phrase").value = "  "
+    assert explorer.text().startswith("⚠ texts[0] is blank")

@@ -8,6 +8,7 @@ everyday phrases repeated) and its loss (label-smoothed cross-entropy, PAD ignor
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from dataclasses import asdict, dataclass
@@ -133,14 +134,8 @@ class Translator:
 
     def decode(self, ids) -> str:
         """Ids -> text, stopping at <eos> and dropping <sos> and <pad>."""
-        kept = []
-        for i in ids:
-            i = int(i)
-            if i == Vocab.eos_id:
-                break
-            if i not in (Vocab.pad_id, Vocab.sos_id):
-                kept.append(i)
-        return self.tokenizer.decode(kept)
+        before_eos = itertools.takewhile(lambda i: i != Vocab.eos_id, (int(i) for i in ids))
+        return self.tokenizer.decode([i for i in before_eos if i not in (Vocab.pad_id, Vocab.sos_id)])
 
     def tokens(self, text: str) -> list[str]:
         """Each token of ``text`` as text (a token holding part of a character's bytes shows as �)."""
