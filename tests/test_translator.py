@@ -35,8 +35,11 @@ def test_everyday_phrases_are_learned(shipped):
     assert len(right) >= 25, list(zip(wt.EVERYDAY_PHRASES, guesses))
 
 
-# Measured on the shipped checkpoint (greedy decoding, the whole test split, sacrebleu 2.6 defaults).
-TEST_CHRF, BASELINE_TEST_CHRF = None, None
+# Measured on the shipped checkpoint (greedy decoding, the whole test split, sacrebleu 2.6 defaults). The model
+# falls short of the baseline by 7 chrF: 2000 steps (3 epochs, 28 minutes on one shared core) leave it short of
+# memorising its training pairs (train chrF 20.9 on 2,000 of them), so it has little to generalise from; 1000
+# steps reached 12.4. BLEU: model 3.2, baseline 11.8.
+TEST_CHRF, BASELINE_TEST_CHRF = 17.86, 24.86
 
 
 def test_test_chrf_is_pinned_beside_the_nearest_headword_baseline(shipped):
@@ -46,6 +49,7 @@ def test_test_chrf_is_pinned_beside_the_nearest_headword_baseline(shipped):
     baseline = translator.scores(translator.nearest_headword_baseline([zh for zh, _ in test]), references)
     assert model["chrF"] == pytest.approx(TEST_CHRF, abs=0.05)
     assert baseline["chrF"] == pytest.approx(BASELINE_TEST_CHRF, abs=0.05)
+    assert baseline["chrF"] - model["chrF"] == pytest.approx(7.0, abs=0.1), "the shortfall the note above states"
 
 
 def tiny_trainer(steps=3, **changes):
