@@ -208,6 +208,10 @@ WRONG = [
     ("bpe_merge", lambda ids, pair, new_id: merge_without_last(ids, pair, new_id), "the last id is missing"),
     ("bpe_merge", lambda ids, pair, new_id: tuple(ids), "returned a tuple: return a list of ints"),
     ("bpe_merge", lambda ids, pair, new_id: ids, "your result is ["),
+    ("greedy_next_tokens", lambda logits, finished, pad: logits.argmax(-1), "a finished row"),
+    ("greedy_next_tokens", lambda logits, finished, pad: torch.where(finished, logits.argmax(-1), pad),
+     "the unfinished rows must get their best token"),
+    ("greedy_next_tokens", lambda logits, finished, pad: logits.argmax(0), "your next ids"),
 ]
 
 

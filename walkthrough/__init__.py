@@ -6,13 +6,13 @@ stays light in a script or a test that draws nothing.
 
 import importlib
 
-from . import backward, bpe, cost, distributed, gradients, memory
+from . import backward, bpe, cost, distributed, gradients, memory, translator
 from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_product_attention
 from .bpe import BPETokenizer
 from .cache import DecodingCache, KVCache, position_ids
 from .checkpoints import shipped_file
 from .config import GPTConfig, ModelConfig
-from .corpus import EVERYDAY_PHRASES, cedict_pairs
+from .corpus import EVERYDAY_PHRASES, cedict_pairs, cedict_rule_counts
 from .data import (
     PHRASES,
     Vocab,
@@ -78,6 +78,7 @@ from .train import (
     translate,
 )
 from .training import make_batch, smoothing_floor, teacher_forcing, warmup_lr
+from .translator import TranslatorSettings, load_translator
 
 __all__ = [
     "EVERYDAY_PHRASES",
@@ -107,6 +108,7 @@ __all__ = [
     "TrainSettings",
     "Trainer",
     "Transformer",
+    "TranslatorSettings",
     "Vocab",
     "apply_rope",
     "ask_shape",
@@ -118,6 +120,7 @@ __all__ = [
     "by_step",
     "causal_mask",
     "cedict_pairs",
+    "cedict_rule_counts",
     "check_exercise",
     "check_model",
     "check_shape_answer",
@@ -146,6 +149,7 @@ __all__ = [
     "load_checkpoint",
     "load_gpt_checkpoint",
     "load_torch_transformer",
+    "load_translator",
     "lr_curve",
     "make_batch",
     "make_lm_batch",
@@ -178,6 +182,7 @@ __all__ = [
     "trace_shapes",
     "training_memory",
     "translate",
+    "translator",
     "warmup_lr",
 ]
 

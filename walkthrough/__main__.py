@@ -1,4 +1,6 @@
-"""Command line: ``python -m walkthrough trace ...`` prints the shape table; ``... train`` trains the numeral task."""
+"""Command line: ``python -m walkthrough trace ...`` prints the shape table; ``... train`` trains the numeral task
+(``--task cedict``: the dictionary translator of notebook 17); ``... translate 早上好 晚安`` translates with the
+shipped translator, one line per phrase."""
 
 from __future__ import annotations
 
@@ -146,6 +148,41 @@ def _train(args) -> int:
     return 0
 
 
+def _train_cedict(args) -> int:
+    from .checkpoints import check_checkpoint_path
+    from .corpus import cedict_pairs
+    from .translator import TranslatorSettings, TranslatorTrainer, save_translator, train_tokenizer
+
+    if args.save is not None:
+        check_checkpoint_path(args.save, for_writing=True, name="--save")
+    given = {name: getattr(args, name) for name in ("steps", "warmup", "seed", "batch_size")
+             if getattr(args, name) is not None}
+    settings = TranslatorSettings(**given)
+    tokenizer = train_tokenizer([text for pair in cedict_pairs("train") for text in pair], settings.vocab_size)
+    trainer = TranslatorTrainer(settings, tokenizer)
+    print(trainer.run(seconds=args.seconds, evaluate=False), file=sys.stderr)
+    if args.save is not None:
+        save_translator(trainer, args.save)
+    validation = cedict_pairs("validation")
+    print(_("validation loss: {loss:.3f} ({count} pairs)").format(loss=trainer.translator.loss(validation),
+                                                                   count=len(validation)))
+    return 0
+
+
+def _translate(args) -> int:
+    from .translator import load_translator
+
+    translator = load_translator(args.checkpoint)
+    for line in translator.translate(args.phrases, beam_size=args.beam):
+        print(line)
+    return 0
+
+
+def _train_either(args) -> int:
+    """``train --task numerals`` (notebook 07, the default) or ``--task cedict`` (notebook 17's translator)."""
+    return _train_cedict(args) if args.task == "cedict" else _train(args)
+
+
 def _positive_int(text: str, most: int | None = None, why: str = "") -> int:
     try:
         value = int(text)
@@ -210,8 +247,17 @@ def _parser() -> argparse.ArgumentParser:
                        default=None, help=f"sentences per step, the global batch: under torchrun each of "
                        f"the processes takes an equal share (default {default_batch})")
     train.add_argument("--dropout", type=float, default=None, help="dropout probability (default 0: off)")
+    train.add_argument("--task", choices=("numerals", "cedict"), default="numerals",
+                       help="numerals: notebook 07's task; cedict: the dictionary translator of notebook 17")
     train.add_argument("--report", default=None, help="under torchrun: rank 0 writes every rank's first-step "
                        "shapes and gradients to this file (notebook 14)")
+    translate = commands.add_parser("translate", help="translate Chinese phrases with the shipped translator "
+                                    "(notebook 17), one line each")
+    translate.add_argument("phrases", nargs="+", help="Chinese phrases, e.g. 早上好 晚安")
+    translate.add_argument("--beam", type=_at_most(64, "a wider beam only costs time on phrases this short"),
+                           default=None, help="beam size (default: greedy)")
+    translate.add_argument("--checkpoint", default=None, help="a translator saved by save_translator "
+                           "(default: checkpoints/cedict.pt)")
     return parser
 
 
@@ -242,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     with argparse_in_our_language():
         args = _parser().parse_args(argv)  # a bad flag: argparse prints "error: ..." and exits 2
         try:
-            return {"trace": _trace, "train": _train}[args.command](args)  # each subcommand, its exit code
+            return {"trace": _trace, "train": _train_either, "translate": _translate}[args.command](args)
         except (ValueError, TypeError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -26,11 +26,14 @@ from .i18n import _
 
 CHECKPOINT_FORMAT = "walkthrough-checkpoint-2"
 GPT_CHECKPOINT_FORMAT = "walkthrough-gpt-checkpoint-2"
+TRANSLATOR_CHECKPOINT_FORMAT = "walkthrough-translator-checkpoint-1"
 # Each kind: what it holds, the functions that save and load it, and the keys its file must have.
 KINDS = {
     CHECKPOINT_FORMAT: ("an encoder-decoder Trainer (notebook 07)", "save_checkpoint", "load_checkpoint",
                         ("pairs", "src_itos", "tgt_itos")),
     GPT_CHECKPOINT_FORMAT: ("a GPTTrainer (notebook 09)", "save_gpt_checkpoint", "load_gpt_checkpoint", ("itos",)),
+    TRANSLATOR_CHECKPOINT_FORMAT: ("the CC-CEDICT translator (notebook 17)", "save_translator", "load_translator",
+                                   ("tokenizer",)),
 }
 COMMON_KEYS = ("settings", "step", "losses", "lrs", "schedule", "model", "sha256")
 

@@ -422,6 +422,26 @@ def check_teacher_forcing(fn, inputs):
         }, _("{about}, your labels").format(about=about))
 
 
+@exercise("greedy_next_tokens")
+def check_greedy_next_tokens(fn, inputs):
+    """fn(logits [B, V], finished [B] bool, pad_id) -> next ids [B]: the argmax, PAD once a row has finished
+    (notebook 17: one step of greedy decoding a real batch)."""
+    for pad_id in (0, 3):
+        batch, vocab = inputs.sizes(2, 3, 9)
+        logits = inputs.randn(batch, vocab)  # [B, V]
+        finished = torch.tensor([inputs.random.random() < 0.5 for _ in range(batch - 1)] + [True])  # [B]
+        best = logits.argmax(-1)  # [B]
+        expected = torch.where(finished, torch.full_like(best, pad_id), best)  # [B]
+        mistakes = {
+            N_("a finished row (one that already wrote <eos>) must get PAD: keep finished rows finished."): best,
+            N_("the unfinished rows must get their best token: PAD goes only to the finished ones."):
+                torch.where(finished, best, torch.full_like(best, pad_id)),
+        }
+        check_tensor(call(fn, logits, finished, pad_id), expected, "B", mistakes,
+                     _("for logits {logits_shape} and pad_id={pad_id}, your next ids").format(
+                         logits_shape=list(logits.shape), pad_id=pad_id))
+
+
 @exercise("cached_attention_step")
 def check_cached_attention_step(fn, inputs):
     """fn(q [B, H, 1, d_k], k_cache [B, H, t, d_k], v_cache [B, H, t, d_k]) -> context [B, H, 1, d_k] (notebook 08)."""

@@ -317,6 +317,27 @@ def translation_explorer(trainer) -> Explorer:
                                         "look at when it writes 'thousand'?"))
 
 
+def real_translation_explorer(translator) -> Explorer:
+    """Notebook 17: type a Chinese phrase; see the shipped model's English (greedy and beam) and where it looked."""
+    def render(phrase, beam):
+        [guess] = translator.translate([phrase])
+        [beamed] = translator.translate([phrase], beam_size=beam)
+        summary = _Text(_("greedy:       {guess}").format(guess=guess) + "\n"
+                        + _("beam of {beam}:    {beamed}").format(beam=beam, beamed=beamed))
+        weights, predicted, source = translator.cross_attention(phrase, guess)
+        figure = Figure(figsize=(min(max(5.5, 2 + 0.5 * len(source)), 8), min(1.6 + 0.3 * len(predicted), 4.5)),
+                        layout="constrained")
+        viz.heatmap(weights, predicted, source, ax=figure.add_subplot(), cmap="Blues", vmin=0,
+                    xlabel=_("source token (key)"), ylabel=_("predicting (query)"), colorbar_label=_("probability"),
+                    title=_("last decoder layer's cross-attention, mean over heads"))
+        return summary, figure
+    phrase = widgets.Text(value="早上好", description="phrase", continuous_update=False,
+                          style={"description_width": "initial"}, layout=widgets.Layout(width=CONTROLS_WIDTH))
+    return explorer([phrase, slider("beam", 4, 1, 8)], render,
+                    _("Before you type 晚上好: which source token should 'evening' look at, and will the beam "
+                      "change the greedy answer?"))
+
+
 def _output(part) -> dict:
     """One object as a notebook display output: PNG for a figure, HTML and text for the rest."""
     data = {"text/plain": repr(part)}
