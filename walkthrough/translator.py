@@ -150,11 +150,12 @@ class Translator:
         return Batch(self.source_batch([zh for zh, _ in pairs]), tgt_in, labels)
 
     @torch.no_grad()
-    def translate(self, texts: list[str], beam_size: int | None = None, batch_size: int = 256) -> list[str]:
+    def translate(self, texts: list[str], beam_size: int | None = None, batch_size: int = 32) -> list[str]:
         """One English phrase per text: greedy, or the best of ``beam_size`` beams.
 
         Any string is read (a character never seen is its bytes); a text longer than ``MAX_TOKENS`` tokens
-        is cut there, since the model never saw a phrase that long.
+        is cut there, since the model never saw a phrase that long. ``batch_size`` texts decode at once (each
+        with ``beam_size`` beams): small enough that a class's kernels stay small.
         """
         check_texts(texts)
         if beam_size is not None:
@@ -186,7 +187,7 @@ class Translator:
         return weights, predicted, self.tokens(zh)
 
     @torch.no_grad()
-    def loss(self, pairs: list[tuple[str, str]], batch_size: int = 256) -> float:
+    def loss(self, pairs: list[tuple[str, str]], batch_size: int = 64) -> float:
         """Mean teacher-forced cross-entropy per target token (no smoothing) over ``pairs``."""
         self.model.eval()
         total, tokens = 0.0, 0
