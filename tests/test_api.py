@@ -16,7 +16,7 @@ from walkthrough import embedding
 ROOT = Path(__file__).resolve().parents[1]
 # modules reached as wt.viz.heatmap, loaded on first use or not
 NAMESPACES = {"viz", "widgets", "cost", "backward", "gradients", "memory", "distributed", "bpe", "i18n",
-              "translator"}
+              "translator", "config", "rope"}
 
 
 def test_every_name_in_all_resolves():
