@@ -4,7 +4,8 @@ weights, their gradients and Adam's two running averages.
 ``training_memory(cfg, batch, src_len, tgt_len)`` adds it up from a formula, one named term per kind
 of saved tensor; ``measure_saved(...)`` runs a real training forward pass and counts what autograd
 actually saves (``torch.autograd.graph.saved_tensors_hooks``: each storage once, parameters left
-out). tests/test_memory.py checks the two are equal, to the byte, at several sizes, dropout off and on.
+out). tests/test_memory.py checks the two are equal, to the byte, at several sizes and option sets (norm,
+activation, positions, norm_first, final_norm, bias, tying...), dropout off and on.
 Both describe the path a training step takes: the model with nothing recording (``model.train()``).
 """
 
@@ -262,9 +263,10 @@ def training_batch(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, dev
     if device == "meta":
         return tuple(torch.zeros(batch, n, dtype=torch.long, device="meta") for n in (src_len, tgt_len, tgt_len))
     generator = torch.Generator().manual_seed(seed)
-    src = torch.randint(cfg.pad_id + 1, cfg.src_vocab_size, (batch, src_len), generator=generator)
-    tgt_in = torch.randint(cfg.pad_id + 1, cfg.tgt_vocab_size, (batch, tgt_len), generator=generator)
-    labels = torch.randint(cfg.pad_id + 1, cfg.tgt_vocab_size, (batch, tgt_len), generator=generator)
+    low = 0 if cfg.pad_id is None else cfg.pad_id + 1  # pad_id=None: every id is a real token
+    src = torch.randint(low, cfg.src_vocab_size, (batch, src_len), generator=generator)
+    tgt_in = torch.randint(low, cfg.tgt_vocab_size, (batch, tgt_len), generator=generator)
+    labels = torch.randint(low, cfg.tgt_vocab_size, (batch, tgt_len), generator=generator)
     return src, tgt_in, labels
 
 
