@@ -168,7 +168,7 @@ def training_memory(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, sm
         _add(terms, {N_("dropout noise (residual, embedding)"): FLOAT * (src_rows + tgt_rows) * d})
     if keep_weights:  # our torch.where keeps the bool masks, one per kind, shared by every layer
         terms[N_("masks")] = BOOL * (batch * src_len * 2 + batch * tgt_len * tgt_len)
-    rope, fused = cfg.positions == "rope", not (keep_weights or dropout)
+    rope, fused = cfg.positions == "rope", not (keep_weights or dropout)  # with dropout, CPU writes it out
     encoder_layer: dict[str, int] = {}
     _add(encoder_layer, _attention_terms(batch, h, src_len, src_len, d, dropout, keep_weights, batch * src_len))
     _add(encoder_layer, _rope_terms(batch, src_len, d, h, fused) if rope else {})
