@@ -29,6 +29,38 @@ def test_formula_equals_the_bytes_autograd_saves(changes, sizes, smoothing, keep
     loss.backward()  # what was saved is enough for the backward pass (and the hooks left nothing behind)
 
 
+@pytest.mark.parametrize("changes", [
+    {"activation": "swiglu", "norm": "rms"},
+    {"activation": "gelu_tanh", "positions": "learned", "bias": False},
+    {"positions": "rope", "norm_first": True, "final_norm": False},
+    {"share_embeddings": True, "tgt_vocab_size": 50},
+    {"activation": "gelu", "positions": "sinusoidal_halves", "scale_embeddings": False},
+    {"activation": "silu", "pad_id": None, "final_norm": False},
+    {"positions": "rope", "activation": "swiglu", "norm": "rms", "norm_first": True, "bias": False,
+     "num_layers": 2, "num_heads": 4},
+], ids=["swiglu+rms", "gelu_tanh+learned+no bias", "rope+pre-norm+no final norm", "shared embeddings",
+        "gelu+halves+unscaled", "silu+no pad+no final norm", "llama-like"])
+@pytest.mark.parametrize("dropout", [0.0, 0.1], ids=["no dropout", "dropout"])
+@pytest.mark.parametrize("keep_weights", [False, True], ids=["fused attention", "written out"])
+def test_formula_follows_every_option_to_the_byte(changes, dropout, keep_weights):
+    cfg = dataclasses.replace(SMALL, dropout=dropout, **changes)
+    torch.manual_seed(0)
+    saved, loss = memory.measure_saved(wt.Transformer(cfg), *memory.training_batch(cfg, 3, 5, 4), 0.1, keep_weights)
+    assert saved.total == wt.training_memory(cfg, 3, 5, 4, keep_weights=keep_weights).activations
+    loss.backward()
+
+
+def test_the_options_name_their_own_terms():
+    def terms(**changes):
+        return dict(wt.training_memory(dataclasses.replace(SMALL, **changes), 3, 5, 4).terms)
+    default, rope, rms = terms(), terms(positions="rope"), terms(norm="rms")
+    assert "RoPE cos, sin [L, d_k/2] (for Q and for K)" in rope and not any("RoPE" in name for name in default)
+    assert "RMSNorm inputs, 1/rms, normalised inputs" in rms and "LayerNorm inputs, means, 1/std" not in rms
+    hidden = "FFN hidden [B, L, d_ff]"
+    assert terms(activation="swiglu")[hidden] == 4 * default[hidden] == 2 * terms(activation="gelu")[hidden]
+    assert terms(final_norm=False)["LayerNorm inputs, means, 1/std"] < default["LayerNorm inputs, means, 1/std"]
+
+
 def test_the_meta_device_measures_the_same_bytes_as_real_tensors():
     cfg = dataclasses.replace(SMALL, dropout=0.1, num_layers=2)
     torch.manual_seed(0)

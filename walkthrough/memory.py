@@ -4,7 +4,8 @@ weights, their gradients and Adam's two running averages.
 ``training_memory(cfg, batch, src_len, tgt_len)`` adds it up from a formula, one named term per kind
 of saved tensor; ``measure_saved(...)`` runs a real training forward pass and counts what autograd
 actually saves (``torch.autograd.graph.saved_tensors_hooks``: each storage once, parameters left
-out). tests/test_memory.py checks the two are equal, to the byte, at several sizes, dropout off and on.
+out). tests/test_memory.py checks the two are equal, to the byte, at several sizes and option sets (norm,
+activation, positions, norm_first, final_norm, bias, tying...), dropout off and on.
 Both describe the path a training step takes: the model with nothing recording (``model.train()``).
 """
 
@@ -101,24 +102,40 @@ def _add(total: dict[str, int], more: dict[str, int], times: int = 1) -> None:
         total[name] = total.get(name, 0) + times * size
 
 
-def _norm_terms(rows: int, d_model: int) -> dict[str, int]:
-    """LayerNorm keeps its input and, per token, its mean and 1/std."""
+def _norm_terms(rows: int, d_model: int, norm: str) -> dict[str, int]:
+    """LayerNorm keeps its input and, per token, its mean and 1/std; RMSNorm its input, per token its 1/rms,
+    and the normalised input (which its scale multiplies). Pre-norm or post-norm, each norm keeps the same."""
+    if norm == "rms":
+        return {N_("RMSNorm inputs, 1/rms, normalised inputs"): FLOAT * rows * (2 * d_model + 1)}
     return {N_("LayerNorm inputs, means, 1/std"): FLOAT * rows * (d_model + 2)}
 
 
-def _residual_terms(rows: int, d_model: int, dropout: bool) -> dict[str, int]:
-    """Add & Norm: the dropout noise on the sublayer's output (if any), then LayerNorm's own."""
-    terms = _norm_terms(rows, d_model)
+def _residual_terms(rows: int, d_model: int, dropout: bool, norm: str) -> dict[str, int]:
+    """Add & Norm: the dropout noise on the sublayer's output (if any), then the norm's own."""
+    terms = _norm_terms(rows, d_model, norm)
     if dropout:
         terms[N_("dropout noise (residual, embedding)")] = FLOAT * rows * d_model
     return terms
 
 
-def _ffn_terms(rows: int, d_model: int, d_ff: int, dropout: bool) -> dict[str, int]:
-    """The FFN keeps its input (for W_1) and ReLU's output [B, L, d_ff] (for ReLU and W_2); with dropout
-    also the noise and the dropped hidden layer W_2 reads."""
+def _ffn_terms(rows: int, d_model: int, d_ff: int, dropout: bool, activation: str) -> dict[str, int]:
+    """The FFN keeps its input (for W_1, and W_up) and hidden layers [B, L, d_ff]: what its activation's
+    backward reads (ReLU: its output; GELU, SiLU: their input; SwiGLU: SiLU's input and output, and x·W_up),
+    then what W_2 reads: the activated layer (ReLU's output is the one it kept already; SwiGLU's is the
+    product), or, with dropout, the noise and the dropped layer."""
+    activation_keeps = 3 if activation == "swiglu" else 1
+    w2_reads = 2 if dropout else 0 if activation == "relu" else 1
     return {N_("FFN input"): FLOAT * rows * d_model,
-            N_("FFN hidden [B, L, d_ff]"): FLOAT * rows * d_ff * (3 if dropout else 1)}
+            N_("FFN hidden [B, L, d_ff]"): FLOAT * rows * d_ff * (activation_keeps + w2_reads)}
+
+
+def _rope_terms(batch: int, length: int, d_model: int, heads: int, fused: bool) -> dict[str, int]:
+    """Rotary self-attention keeps cos and sin [L, d_k/2], made for Q and again for K. The fused kernel's
+    output then follows the rotated Q's layout (heads first), so merging the heads copies it for W_o."""
+    terms = {N_("RoPE cos, sin [L, d_k/2] (for Q and for K)"): FLOAT * 4 * length * (d_model // heads // 2)}
+    if fused:
+        terms[N_("merged heads (a copy, after RoPE)")] = FLOAT * batch * length * d_model
+    return terms
 
 
 def training_memory(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, smoothing: float = 0.1,
@@ -151,19 +168,23 @@ def training_memory(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, sm
         _add(terms, {N_("dropout noise (residual, embedding)"): FLOAT * (src_rows + tgt_rows) * d})
     if keep_weights:  # our torch.where keeps the bool masks, one per kind, shared by every layer
         terms[N_("masks")] = BOOL * (batch * src_len * 2 + batch * tgt_len * tgt_len)
+    rope, fused = cfg.positions == "rope", not (keep_weights or dropout)  # with dropout, CPU writes it out
     encoder_layer: dict[str, int] = {}
     _add(encoder_layer, _attention_terms(batch, h, src_len, src_len, d, dropout, keep_weights, batch * src_len))
-    _add(encoder_layer, _residual_terms(src_rows, d, dropout), 2)
-    _add(encoder_layer, _ffn_terms(src_rows, d, f, dropout))
+    _add(encoder_layer, _rope_terms(batch, src_len, d, h, fused) if rope else {})
+    _add(encoder_layer, _residual_terms(src_rows, d, dropout, cfg.norm), 2)
+    _add(encoder_layer, _ffn_terms(src_rows, d, f, dropout, cfg.activation))
     decoder_layer: dict[str, int] = {}
     _add(decoder_layer, _attention_terms(batch, h, tgt_len, tgt_len, d, dropout, keep_weights,
                                          batch * tgt_len * tgt_len))  # padding and causal: [B, 1, L_tgt, L_tgt]
+    _add(decoder_layer, _rope_terms(batch, tgt_len, d, h, fused) if rope else {})  # self-attention only
     _add(decoder_layer, _attention_terms(batch, h, tgt_len, src_len, d, dropout, keep_weights, batch * src_len))
-    _add(decoder_layer, _residual_terms(tgt_rows, d, dropout), 3)
-    _add(decoder_layer, _ffn_terms(tgt_rows, d, f, dropout))
+    _add(decoder_layer, _residual_terms(tgt_rows, d, dropout, cfg.norm), 3)
+    _add(decoder_layer, _ffn_terms(tgt_rows, d, f, dropout, cfg.activation))
     _add(terms, encoder_layer, layers)
     _add(terms, decoder_layer, layers)
-    _add(terms, _norm_terms(src_rows + tgt_rows, d))  # the final LayerNorm of each stack
+    if cfg.final_norm:
+        _add(terms, _norm_terms(src_rows + tgt_rows, d, cfg.norm))  # the final norm of each stack
     terms[N_("encoder memory (read by every cross-attention)")] = FLOAT * src_rows * d
     terms[N_("output head input")] = FLOAT * tgt_rows * d
     terms[N_("loss: log-probabilities [B·L_tgt, V]")] = FLOAT * tgt_rows * cfg.tgt_vocab_size
@@ -242,9 +263,10 @@ def training_batch(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, dev
     if device == "meta":
         return tuple(torch.zeros(batch, n, dtype=torch.long, device="meta") for n in (src_len, tgt_len, tgt_len))
     generator = torch.Generator().manual_seed(seed)
-    src = torch.randint(cfg.pad_id + 1, cfg.src_vocab_size, (batch, src_len), generator=generator)
-    tgt_in = torch.randint(cfg.pad_id + 1, cfg.tgt_vocab_size, (batch, tgt_len), generator=generator)
-    labels = torch.randint(cfg.pad_id + 1, cfg.tgt_vocab_size, (batch, tgt_len), generator=generator)
+    low = 0 if cfg.pad_id is None else cfg.pad_id + 1  # pad_id=None: every id is a real token
+    src = torch.randint(low, cfg.src_vocab_size, (batch, src_len), generator=generator)
+    tgt_in = torch.randint(low, cfg.tgt_vocab_size, (batch, tgt_len), generator=generator)
+    labels = torch.randint(low, cfg.tgt_vocab_size, (batch, tgt_len), generator=generator)
     return src, tgt_in, labels
 
 
