@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from . import config, student
-from .attention import MultiHeadAttention, scaled_dot_product_attention
+from .attention import MultiHeadAttention
 from .config import checks_inputs
 from .data import Vocab
 from .embedding import Embedding, sinusoidal_table
@@ -318,7 +318,10 @@ def _attention_slips(ref: MultiHeadAttention, query, key, value, mask=None) -> d
                 return x.view(batch, heads, x.size(1), d_k)
             return x.view(batch, x.size(1), heads, d_k).transpose(1, 2)
         q, k, v = split(ref.w_q(query)), split(ref.w_k(key)), split(ref.w_v(value))
-        context, _weights = scaled_dot_product_attention(q if scale else q * math.sqrt(d_k), k, v, mask)  # [B,H,L,d_k]
+        scores = (q if scale else q * math.sqrt(d_k)) @ k.transpose(-2, -1) / math.sqrt(d_k)  # [B, H, L_q, L_k]
+        if mask is not None:  # as a student writes it: a row with every key blocked gets equal weights, not 0
+            scores = scores.masked_fill(~mask.bool(), torch.finfo(scores.dtype).min)
+        context = scores.softmax(dim=-1) @ v  # [B, H, L_q, d_k]
         return ref.w_o(context.transpose(1, 2).reshape(batch, length, d_model))
 
     slips = {
