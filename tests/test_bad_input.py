@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough import config
+from walkthrough import memory_guard
+from walkthrough.counts import parameter_count
 
 
 @pytest.mark.parametrize("kwargs,error,message", [
@@ -97,9 +98,10 @@ def test_greedy_decode_checks_its_ids_before_any_work(model, kwargs, error, mess
 
 
 def test_a_model_that_cannot_fit_is_refused_before_allocating():
-    with pytest.raises(ValueError, match=r"would need .* GiB .* lower max_len"):
-        wt.Transformer(wt.ModelConfig(max_len=10**9))
+    with pytest.raises(ValueError, match=r"this Transformer would need .* GiB .* lower max_len"):
+        memory_guard.check_fits_in_memory(wt.ModelConfig(max_len=10**9))
     with torch.device("meta"):  # shapes at any size stay possible
+        memory_guard.check_fits_in_memory(wt.ModelConfig(max_len=10**9))
         wt.Transformer(wt.ModelConfig(max_len=10**9))
 
 
@@ -137,15 +139,15 @@ GUARD_CONFIGS = [
 def test_the_guards_count_is_the_built_models_own(cfg):
     with torch.device("meta"):
         model = wt.Transformer(cfg) if isinstance(cfg, wt.ModelConfig) else wt.GPT(cfg)
-    assert config.parameter_count(cfg) == sum(p.numel() for p in model.parameters())
+    assert parameter_count(cfg) == sum(p.numel() for p in model.parameters())
     tables = sum(b.numel() for b in model.buffers())
-    assert config.build_peak_bytes(cfg) == 4 * (sum(p.numel() for p in model.parameters()) + tables) + (
+    assert memory_guard.build_peak_bytes(cfg) == 4 * (sum(p.numel() for p in model.parameters()) + tables) + (
         4 * max((b.numel() for b in model.buffers()), default=0))
 
 
 MEASURE = """
 import re, sys, torch, walkthrough as wt
-from walkthrough import config
+from walkthrough import memory_guard
 torch.set_num_threads(1)
 cfg = eval(sys.argv[1], {"wt": wt})
 def status(field):  # bytes, from the kernel's own account of this process
@@ -153,7 +155,7 @@ def status(field):  # bytes, from the kernel's own account of this process
 open("/proc/self/clear_refs", "w").write("5")  # the peak restarts here: what the imports touched does not count
 before = status("VmRSS")
 model = wt.Transformer(cfg) if isinstance(cfg, wt.ModelConfig) else wt.GPT(cfg)
-print(status("VmHWM") - before, config.build_peak_bytes(cfg))
+print(status("VmHWM") - before, memory_guard.build_peak_bytes(cfg))
 """
 
 
@@ -175,7 +177,7 @@ def test_the_guards_estimate_is_the_measured_peak_of_building(cfg):
 
 def test_a_rope_gpt_with_a_long_max_len_builds_no_table_and_is_not_refused():
     cfg = wt.GPTConfig(vocab_size=70, d_model=64, num_heads=8, d_ff=32, num_layers=1, max_len=10**9)
-    assert config.build_peak_bytes(cfg) < 2**20
+    assert memory_guard.build_peak_bytes(cfg) < 2**20
     assert wt.GPT(cfg)(torch.ones(1, 5, dtype=torch.long)).shape == (1, 5, 70)
 
 
@@ -184,13 +186,13 @@ def test_the_guard_reads_the_containers_memory_limit(tmp_path):
     alone.write_text("0::/\n")
     (tmp_path / "memory.max").write_text(f"{3 * 2**30}\n")
     (tmp_path / "memory.current").write_text(f"{2**30}\n")
-    room, limit = config.memory_headroom(tmp_path, alone)
+    room, limit = memory_guard.memory_headroom(tmp_path, alone)
     assert room == 2 * 2**30 and limit == "the container's memory limit (3.0 GiB, cgroup)"
     v1 = tmp_path / "v1"
     (v1 / "memory").mkdir(parents=True)
     (v1 / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1's "no limit"
     (v1 / "memory" / "memory.usage_in_bytes").write_text("1000\n")
-    assert "cgroup" not in config.memory_headroom(v1, alone)[1]
+    assert "cgroup" not in memory_guard.memory_headroom(v1, alone)[1]
 
 
 def test_the_guard_reads_the_limit_of_the_processs_own_cgroup_and_its_parents(tmp_path):
@@ -202,16 +204,18 @@ def test_the_guard_reads_the_limit_of_the_processs_own_cgroup_and_its_parents(tm
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "memory.limit_in_bytes").write_text(f"{limit}\n")
         (folder / "memory.usage_in_bytes").write_text(f"{usage}\n")
-    assert config.memory_headroom(tmp_path, membership) == (3 * 2**30, "the container's memory limit (4.0 GiB, cgroup)")
+    assert memory_guard.memory_headroom(tmp_path, membership) == (
+        3 * 2**30, "the container's memory limit (4.0 GiB, cgroup)")
 
 
 UNDER_A_LIMIT = """
 import resource, torch, walkthrough as wt
+from walkthrough import memory_guard
 in_use = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
 resource.setrlimit(resource.RLIMIT_AS, (in_use + 2 * 2**30, resource.RLIM_INFINITY))
 try:
-    wt.GPT(wt.GPTConfig(vocab_size=100, d_model=64, num_heads=4, d_ff=128, num_layers=1, max_len=5_000_000,
-                        positions="sinusoidal"))
+    memory_guard.check_fits_in_memory(wt.GPTConfig(vocab_size=100, d_model=64, num_heads=4, d_ff=128, num_layers=1,
+                                                   max_len=5_000_000, positions="sinusoidal"))
 except ValueError as err:
     print(err)
 """

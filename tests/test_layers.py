@@ -16,10 +16,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "walkthrough"
 # Each module's layer, bottom to top: a module may import only modules on a strictly lower layer.
 LAYERS = {
     "i18n": -1,                                  # the reader's language: every layer's messages go through it
-    "config": 0, "steps": 0,                     # the sizes and the table of steps: import nothing of ours
+    "checks": 0, "steps": 0,                     # the shared validators and the table of steps: import nothing
+    "config": 1,                                 # the sizes, checked by the validators
     "recording": 1,                              # the hook model code reports steps through (reads the table)
     "masks": 2, "embedding": 2, "loss": 2, "rope": 2,  # model parts that need only the bottom
+    "counts": 2,                                 # a config's parameter count, before anything is built
     "cache": 3,                                  # what a decoder keeps between steps
+    "memory_guard": 3,                           # refuse a model this process cannot build, before building it
     "attention": 4, "flash": 4,                  # flash: attention in tiles, beside it (imports neither way)
     "backward": 4,                               # the backward of each step by hand, beside attention
     "layers": 5,                                 # sublayers, layers, the decoder stack, the output head

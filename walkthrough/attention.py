@@ -1,4 +1,9 @@
-"""Scaled dot-product attention, written out, and multi-head attention around it."""
+"""Scaled dot-product attention, written out, and multi-head attention around it.
+
+``MultiHeadAttention.forward`` is one attention call, top to bottom: project, split into heads, rotate (RoPE),
+the cache, then either PyTorch's fused kernel or the same attention written out (scores, mask, softmax,
+weights·V), merge the heads, W_o. ``record(step, tensor)`` names a tensor for a trace and hands it back.
+"""
 
 from __future__ import annotations
 
@@ -10,21 +15,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from .cache import KVCache
-from .config import PAPER_BLOCK, Block, check_heads, check_rope_pairs, check_same_batch, checks_inputs
+from .checks import check_heads, check_rope_pairs, check_same_batch
+from .config import PAPER_BLOCK, Block
 from .i18n import _
 from .masks import check_mask
-from .recording import active, record
-from .rope import apply_rope, check_position_ids
+from .recording import record
+from .rope import check_position_ids, rotate
 from .steps import ONE_KV_HEAD_PER_HEAD
 
 
-def check_scores_mask(q, k, v, mask=None, dropout=None) -> None:
-    """The mask must broadcast to the scores [..., L_q, L_k] that q [..., L_q, d_k] and k [..., L_k, d_k] make."""
-    if mask is not None:
-        check_mask(mask, torch.Size((*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.size(-2), k.size(-2))))
-
-
-@checks_inputs(check_scores_mask)
 def scaled_dot_product_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
     dropout: nn.Module | None = None,
@@ -37,8 +36,9 @@ def scaled_dot_product_attention(
     may see no key attends to nothing: its weights are all 0 and its context is 0 (FlashAttention's
     convention), so it never reads a key it was denied, the future included.
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # [B, H, L_q, L_k]
-    record("scores", scores)
+    if mask is not None:  # the scores q and k make: [..., L_q, L_k]
+        check_mask(mask, torch.Size((*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.size(-2), k.size(-2))))
+    scores = record("scores", q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)))  # [B, H, L_q, L_k]
     if mask is not None:
         scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)  # keep where True
     weights = scores.softmax(dim=-1)  # [B, H, L_q, L_k], each row sums to 1
@@ -46,26 +46,12 @@ def scaled_dot_product_attention(
         weights = torch.where(mask.any(-1, keepdim=True), weights, 0.0)
     record("weights", weights)
     kept = weights if dropout is None else dropout(weights)
-    context = kept @ v  # [B, H, L_q, d_v]
-    record("context", context)
-    return context, weights
+    return record("context", kept @ v), weights  # [B, H, L_q, d_v]
 
 
-def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
-                    dropout: float = 0.0) -> torch.Tensor:
-    """``scaled_dot_product_attention``'s context from PyTorch's fused kernel (no [L_q, L_k] weights kept).
-
-    k, v may hold fewer (K/V) heads than q: each serves its group of query heads. Our bool mask goes in as it
-    is (True = may attend, as PyTorch's): a row that may see no key then gives 0, as the written-out path does.
-    """
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
-                                          enable_gqa=k.size(1) != q.size(1))  # [B, H, L_q, d_v]
-
-
-def check_attention_inputs(attention: MultiHeadAttention, query, key, value, mask=None, cache=None,
-                           positions=None) -> None:
-    """query [B, L_q, D], key/value [B, L_k, D] tensors of one batch and the weights' dtype; mask bool and
-    broadcastable to the scores; cache a KVCache that fits this layer; positions None or [B, L_q]."""
+def check_attention_inputs(attention: MultiHeadAttention, query, key, value, mask, cache, positions) -> None:
+    """query [B, L_q, D], key/value [B, L_k, D] of one batch and the weights' dtype; mask bool and broadcastable
+    to the scores; cache a KVCache that fits; positions None or [B, L_q]. Shapes only: no value is read."""
     d_model, dtype = attention.w_q.in_features, attention.w_q.weight.dtype
     for name, x in (("query", query), ("key", key), ("value", value)):
         if not isinstance(x, torch.Tensor) or x.dim() != 3:
@@ -86,14 +72,13 @@ def check_attention_inputs(attention: MultiHeadAttention, query, key, value, mas
                             "model.new_cache(...)").format(type=type(cache).__name__))
         cache.check(query.size(0), attention.num_kv_heads, attention.d_k)
     if mask is not None:
-        keys = key.size(1) if cache is None else len(cache) if cache.holds_memory else \
-            key.size(1) + (len(cache) if cache.grows else 0)
+        keys = key.size(1) if cache is None else len(cache) if cache.holds_memory else key.size(1) + cache.offset
         check_mask(mask, torch.Size((query.size(0), attention.num_heads, query.size(1), keys)))
     if positions is not None:
         if not attention.rope:
             raise ValueError(_("positions are for rotary attention (rope=True); this layer's positions come from "
                                "the embedding: leave positions=None"))
-        check_position_ids(positions, query.size(0), query.size(1))
+        check_position_ids(positions, query.size(0), query.size(1), values=False)
 
 
 @contextmanager
@@ -119,8 +104,8 @@ class MultiHeadAttention(nn.Module):
     is a ``view``, not a new computation. ``num_kv_heads`` = H_kv < H is grouped-query attention: each
     group of H / H_kv query heads shares one K/V head (1 = multi-query attention); None means H_kv = H.
     ``rope`` rotates Q and K by their positions (notebook 09), at ``block.rope_base``; ``block.bias``: the four
-    projections have biases. ``keep_weights`` (set inside
-    ``with keep_attention_weights(model):``) keeps the last weights in ``attn_weights``.
+    projections have biases. ``keep_weights`` (set inside ``with keep_attention_weights(model):``, and by a
+    trace) writes attention out and keeps the last weights in ``attn_weights``.
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, num_kv_heads: int | None = None,
@@ -147,7 +132,6 @@ class MultiHeadAttention(nn.Module):
         """How a trace of this layer alone names its dims: H_kv is H without grouped-query attention."""
         return ONE_KV_HEAD_PER_HEAD if self.num_kv_heads == self.num_heads else {}
 
-    @checks_inputs(check_attention_inputs)
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 mask: torch.Tensor | None = None, cache: KVCache | None = None,
                 positions: torch.Tensor | None = None) -> torch.Tensor:
@@ -159,85 +143,54 @@ class MultiHeadAttention(nn.Module):
         ``positions`` [B, L_q] (rotary self-attention): each row's own positions of the new queries and
         keys (left-padded rows count from their first real token); None: offset, offset + 1, ... for all.
         """
-        offset = 0 if cache is None else cache.offset  # the position of the new rows (for RoPE)
-        q = self._heads(self.w_q(query), self.num_heads, ("q", "q_view", "q_transpose"))  # [B, H, L_q, d_k]
-        q = self._rotate(q, offset, positions, "q_rotated")
-        k, v = self._keys_values(key, value, cache, offset, positions)  # [B, H_kv, L_k, d_k], cached ones included
-        context = self._attend(q, k, v, mask)  # scores, mask, softmax, weights·V: [B, H, L_q, d_k]
-        out = self.w_o(self.merge_heads(context))  # [B, L_q, D]
-        record("output", out)
-        return out
+        check_attention_inputs(self, query, key, value, mask, cache, positions)
+        batch, length_q, length_k = query.size(0), query.size(1), key.size(1)
+        heads, kv_heads, d_k = self.num_heads, self.num_kv_heads, self.d_k
+        start = 0 if cache is None else cache.offset  # the new rows' first position: after the cached ones
+
+        q = record("q", self.w_q(query))  # [B, L_q, D]
+        q = record("q_view", q.view(batch, length_q, heads, d_k))  # [B, L_q, H, d_k]
+        q = record("q_transpose", q.transpose(1, 2))  # [B, H, L_q, d_k]: heads beside the batch
+        if self.rope:
+            q = record("q_rotated", rotate(q, start, positions, self.rope_base))  # [B, H, L_q, d_k]
+        if cache is not None and cache.holds_memory:  # cross-attention after its first step: the memory's K, V
+            k, v = cache.k, cache.v  # [B, H_kv, L_src, d_k]
+        else:
+            k = record("k", self.w_k(key))  # [B, L_k, H_kv·d_k]
+            k = record("k_view", k.view(batch, length_k, kv_heads, d_k))  # [B, L_k, H_kv, d_k]
+            k = record("k_transpose", k.transpose(1, 2))  # [B, H_kv, L_k, d_k]
+            if self.rope:
+                k = record("k_rotated", rotate(k, start, positions, self.rope_base))  # [B, H_kv, L_k, d_k]
+            v = record("v", self.w_v(value))  # [B, L_k, H_kv·d_k]
+            v = record("v_view", v.view(batch, length_k, kv_heads, d_k))  # [B, L_k, H_kv, d_k]
+            v = record("v_transpose", v.transpose(1, 2))  # [B, H_kv, L_k, d_k]
+            if cache is not None:
+                k, v = cache.update(k, v)  # [B, H_kv, t, d_k]: the earlier positions' first
+        if cache is not None:
+            record("k_cached", k)
+
+        if not self.keep_weights:  # the fast path: PyTorch's fused kernel, no [L_q, L_k] weights made
+            self.attn_weights = None
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=kv_heads != heads,
+                                                     dropout_p=self.dropout.p if self.training else 0.0)
+        else:  # the same attention written out, its weights kept for a figure or a trace
+            if kv_heads != heads:  # each K/V head serves its group of query heads
+                k, v = record("k_grouped", self.expand_kv(k)), record("v_grouped", self.expand_kv(v))
+            context, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)  # [B, H, L_q, d_k]
+            self.attn_weights = weights.detach()
+
+        merged = record("context_transpose", context.transpose(1, 2))  # [B, L_q, H, d_k]
+        merged = record("merged", merged.contiguous().view(batch, length_q, heads * d_k))  # [B, L_q, D]
+        return record("output", self.w_o(merged))  # [B, L_q, D]
 
     def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
-        """[B, L, heads·d_k] -> view [B, L, heads, d_k] -> transpose [B, heads, L, d_k]: heads become a batch
-        dim. ``heads``: H (the default) for Q, H_kv for K and V."""
+        """The forward's split alone: [B, L, heads·d_k] -> view [B, L, heads, d_k] -> transpose [B, heads, L, d_k].
+        ``heads``: H (the default) for Q, H_kv for K and V."""
         batch, length, _features = x.shape
         return x.view(batch, length, heads or self.num_heads, self.d_k).transpose(1, 2)
-
-    def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, H, L, d_k] -> transpose [B, L, H, d_k] -> view [B, L, D] (contiguous first: view needs it)."""
-        batch, _heads, length, _d_k = x.shape
-        x = x.transpose(1, 2)  # [B, L, H, d_k]
-        record("context_transpose", x)
-        x = x.contiguous().view(batch, length, self.num_heads * self.d_k)  # [B, L, D]
-        record("merged", x)
-        return x
 
     def expand_kv(self, x: torch.Tensor) -> torch.Tensor:
         """[B, H_kv, L_k, d_k] -> [B, H, L_k, d_k]: K/V head j serves query heads j·g .. j·g+g-1 (g = H / H_kv)."""
         if self.num_kv_heads == self.num_heads:
             return x
         return x.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)  # [B, H, L_k, d_k]
-
-    def _heads(self, projected: torch.Tensor, heads: int, steps: tuple[str, str, str]) -> torch.Tensor:
-        """``split_heads``, telling a trace the projection, the view and the transpose under the ids ``steps``."""
-        record(steps[0], projected)  # [B, L, heads·d_k]
-        batch, length, _features = projected.shape
-        x = projected.view(batch, length, heads, self.d_k)  # [B, L, heads, d_k]
-        record(steps[1], x)
-        x = x.transpose(1, 2)  # [B, heads, L, d_k]
-        record(steps[2], x)
-        return x
-
-    def _rotate(self, x: torch.Tensor, offset: int, positions: torch.Tensor | None, step: str) -> torch.Tensor:
-        """RoPE on Q or K [B, heads, L, d_k] when this layer uses it; the rows sit at positions offset, offset+1, ...
-        or, given, at each batch row's ``positions`` [B, L]."""
-        if not self.rope:
-            return x
-        x = apply_rope(x, offset, positions, self.rope_base)
-        record(step, x)
-        return x
-
-    def _keys_values(self, key: torch.Tensor, value: torch.Tensor, cache: KVCache | None, offset: int,
-                     positions: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """K and V [B, H_kv, L_k, d_k]: projected, split, K rotated as Q is; with a cache, the keys it holds too
-        (self-attention: the earlier positions first; cross-attention: the memory's, made at the first step)."""
-        if cache is not None and cache.holds_memory:
-            k, v = cache.k, cache.v  # the memory never changes: its K and V are not made again
-        else:
-            k = self._rotate(self._heads(self.w_k(key), self.num_kv_heads, ("k", "k_view", "k_transpose")),
-                             offset, positions, "k_rotated")
-            v = self._heads(self.w_v(value), self.num_kv_heads, ("v", "v_view", "v_transpose"))
-            if cache is not None:
-                k, v = cache.update(k, v)  # [B, H_kv, t, d_k]
-        if cache is not None:
-            record("k_cached", k)
-        return k, v
-
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """The attention of q [B, H, L_q, d_k] over k, v [B, H_kv, L_k, d_k] -> context [B, H, L_q, d_k].
-
-        Written out (scores, mask, softmax, weights·V) when a trace records the steps or the weights are kept;
-        otherwise PyTorch's fused kernel, which gives the same context without making the weights.
-        """
-        if not (self.keep_weights or active()):
-            self.attn_weights = None  # none made: the fused kernel never writes the weights out
-            return fused_attention(q, k, v, mask, self.dropout.p if self.training else 0.0)
-        k, v = self.expand_kv(k), self.expand_kv(v)  # [B, H, L_k, d_k]
-        if self.num_kv_heads != self.num_heads:
-            record("k_grouped", k)
-            record("v_grouped", v)
-        context, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)  # [B, H, L_q, d_k]
-        if self.keep_weights:
-            self.attn_weights = weights.detach()
-        return context

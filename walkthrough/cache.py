@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .config import check_positive_int
+from .checks import check_positive_int
 from .i18n import _
 from .masks import decoder_self_mask
 
@@ -198,13 +198,10 @@ def position_ids(ids: torch.Tensor, pad_id: int | None, new_positions: int | Non
 
 def self_attention_mask(model: nn.Module, new_ids: torch.Tensor, cache: DecodingCache | None,
                         source: torch.Tensor | None = None) -> torch.Tensor:
-    """The decoder's self-attention mask for ``new_ids`` [B, n]: [B, 1, n, n] without a cache. With one
-    (checked, then extended by the new ids), the new positions ask and every id so far answers: [B, 1, n, t].
-    With a ``source`` (an encoder-decoder) the target's first token is its start token: real whatever its id."""
+    """The decoder's self-attention mask for ``new_ids`` [B, n]: [B, 1, n, n] without a cache. With one (extended
+    by the new ids), the new positions ask and every id so far answers: [B, 1, n, t]. With a ``source`` (an
+    encoder-decoder) the target's first token is its start token: real whatever its id."""
     start_token = source is not None
     if cache is None:
         return decoder_self_mask(new_ids, model.cfg.pad_id, start_token=start_token)
-    if not isinstance(cache, DecodingCache):
-        raise TypeError(_("cache must come from model.new_cache(...), got {type}").format(type=type(cache).__name__))
-    cache.check(model, new_ids, source)
     return decoder_self_mask(cache.append(new_ids), model.cfg.pad_id, new_ids.size(1), start_token)

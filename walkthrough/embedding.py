@@ -7,13 +7,13 @@ import math
 import torch
 from torch import nn
 
-from .config import checks_inputs
 from .i18n import _
 from .recording import record
 
 
-def check_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
-    """Reject anything that is not a [B, L] tensor (L >= 1) of integer ids in [0, vocab_size)."""
+def check_ids(ids: torch.Tensor, vocab_size: int, name: str, values: bool = True) -> None:
+    """Reject anything that is not a [B, L] tensor (L >= 1) of integer ids in [0, vocab_size). ``values=False``: the
+    type and shape only (reading the ids is a host sync)."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(_("{name} must be a torch tensor of token ids, got {type}; use torch.tensor(...)").format(
             name=name, type=type(ids).__name__))
@@ -28,8 +28,8 @@ def check_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
     if ids.size(0) == 0 or ids.size(1) == 0:
         raise ValueError(_("{name} is empty (shape {ids_shape}): give at least one sentence of at least one "
                          "token (a target starts with <sos>)").format(name=name, ids_shape=list(ids.shape)))
-    if ids.device.type != "meta":
-        low, high = int(ids.min()), int(ids.max())
+    if values and ids.device.type != "meta":
+        low, high = (int(end) for end in torch.aminmax(ids))
         if low < 0 or high >= vocab_size:
             bad = low if low < 0 else high
             raise ValueError(_("{name} holds token id {bad}, outside the vocabulary [0, {vocab_size}); "
@@ -72,9 +72,9 @@ class PositionalEncoding(nn.Module):
             self.register_buffer("pe", sinusoidal_table(max_len, d_model, kind == "sinusoidal_halves"),
                                  persistent=False)  # [max_len, D]
 
-    @checks_inputs(lambda self, x, offset=0: check_positions(x.size(1), offset, self.pe.size(0)))
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """x [B, L, D] holding positions offset..offset+L-1 -> x + PE rows of those positions."""
+        check_positions(x.size(1), offset, self.pe.size(0))
         return x + self.pe[offset:offset + x.size(1)].to(x.dtype)  # [B, L, D] + [L, D] broadcasts over B
 
 
@@ -101,18 +101,15 @@ class Embedding(nn.Module):
         self.position = None if positions == "rope" else PositionalEncoding(d_model, max_len, positions)
         self.dropout = nn.Dropout(dropout)
 
-    def check_inputs(self, ids: torch.Tensor, offset: int = 0) -> None:
-        """ids: [B, L] token ids of this vocabulary; positions offset..offset+L-1 inside the table."""
-        check_ids(ids, self.vocab_size, "ids")
-        check_positions(ids.size(1), offset, self.max_len)
-
-    @checks_inputs(check_inputs)
     def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """ids [B, L] at positions offset..offset+L-1 (offset > 0 when decoding with a cache) -> [B, L, D]."""
-        record("ids", ids)
-        x = self.token(ids) * self.scale  # [B, L, D]
-        record("embedding", x)
+        check_ids(ids, self.vocab_size, "ids", values=False)
+        check_positions(ids.size(1), offset, self.max_len)
+        try:
+            x = record("embedding", self.token(record("ids", ids)) * self.scale)  # [B, L, D]
+        except IndexError:  # an id outside the table: say which, reading the ids only now that it failed
+            check_ids(ids, self.vocab_size, "ids")
+            raise
         if self.position is not None:
-            x = self.position(x, offset)  # [B, L, D]
-            record("positions", x)
+            x = record("positions", self.position(x, offset))  # [B, L, D]
         return self.dropout(x)

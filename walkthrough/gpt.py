@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from .cache import DecodingCache, decoding_step, position_ids, self_attention_mask
-from .config import GPTConfig, check_fits_in_memory, check_positive_int, checks_inputs
+from .checks import check_positive_int
+from .config import GPTConfig
 from .embedding import Embedding, check_ids, check_positions
 from .i18n import _
 from .layers import Decoder, DecoderLayer, OutputHead, final_norm, rename_output_head_keys
@@ -26,6 +27,8 @@ def check_gpt_inputs(model: GPT, ids: torch.Tensor, cache: DecodingCache | None 
         raise TypeError(_("cache must come from model.new_cache(batch), got {type}").format(type=type(cache).__name__))
     check_ids(ids, model.cfg.vocab_size, "ids")
     check_positions(ids.size(1), 0 if cache is None else len(cache), model.cfg.max_len)
+    if cache is not None:
+        cache.check(model, ids)
 
 
 class GPT(nn.Module):
@@ -35,8 +38,6 @@ class GPT(nn.Module):
         super().__init__()
         if not isinstance(cfg, GPTConfig):
             raise TypeError(_("cfg must be a walkthrough.GPTConfig, got {type}").format(type=type(cfg).__name__))
-        if torch.empty(0).device.type != "meta":
-            check_fits_in_memory(cfg, "this GPT")
         self.cfg = cfg
         self.embed = Embedding(cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.dropout, cfg.positions,
                                cfg.scale_embeddings)
@@ -66,7 +67,6 @@ class GPT(nn.Module):
                                            "encoder-decoder's cache takes the source ids: model.new_cache(src))")
         return DecodingCache(self, batch)
 
-    @checks_inputs(check_gpt_inputs)
     def forward(self, ids: torch.Tensor, cache: DecodingCache | None = None) -> torch.Tensor:
         """ids [B, L] -> logits [B, L, V]. With a ``cache``, ids are only the new tokens after ``len(cache)``;
         a step that fails leaves the cache as it was.
@@ -74,6 +74,7 @@ class GPT(nn.Module):
         PAD keys are masked. With rotary positions each row counts its positions from its first real token
         (``position_ids``), so a left-padded prompt gives the logits it gives alone.
         """
+        check_gpt_inputs(self, ids, cache)
         with decoding_step(cache):
             x = self.embed(ids, 0 if cache is None else len(cache))  # [B, L, D]
             mask = self_attention_mask(self, ids, cache)  # [B, 1, L, L], or [B, 1, n, t] cached

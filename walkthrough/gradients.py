@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .attention import keep_attention_weights
 from .config import GPTConfig, ModelConfig, check_positive_int
 from .gpt import GPT
 from .i18n import N_, _, ljust, width
@@ -86,7 +87,7 @@ def _backward_pass(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int
                nn.modules.module.register_module_forward_hook(leave)]
     tap = _RecordedTensors(recorder)
     try:
-        with listening(recorder), tap:
+        with listening(recorder), keep_attention_weights(model), tap:  # attention written out: every step
             loss = sequence_loss(model(src, tgt), tgt, cfg.pad_id)
             tap.catch_up()
     finally:

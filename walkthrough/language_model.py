@@ -29,6 +29,7 @@ from .decoding import greedy_generate
 from .gpt import GPT
 from .i18n import N_, _
 from .loss import sequence_loss
+from .memory_guard import check_fits_in_memory
 from .train import TrainSettings, check_texts, held_out_pairs
 from .training import TrainingLoop, check_threads, torch_threads
 
@@ -115,7 +116,9 @@ class GPTTrainer(TrainingLoop):
         self.settings = settings
         self.vocab = numeral_lm_vocab()
         torch.manual_seed(settings.seed)
-        model = GPT(settings.config(len(self.vocab)))
+        cfg = settings.config(len(self.vocab))
+        check_fits_in_memory(cfg)  # refused before anything is allocated
+        model = GPT(cfg)
         super().__init__(model, self.batch, self.loss, steps=settings.steps, warmup=settings.warmup,
                          peak_lr=settings.peak_lr, score=self.score, score_name=N_("held-out exact match"),
                          threads=threads)

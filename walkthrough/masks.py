@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .config import check_positive_int
+from .checks import check_positive_int
 from .i18n import _
 from .recording import record
 

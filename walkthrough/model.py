@@ -8,7 +8,8 @@ import torch
 from torch import nn
 
 from .cache import DecodingCache, decoding_step, self_attention_mask
-from .config import ModelConfig, check_fits_in_memory, check_same_batch, checks_inputs
+from .checks import check_same_batch
+from .config import ModelConfig
 from .embedding import Embedding, check_ids, check_positions
 from .i18n import _
 from .layers import Decoder, DecoderLayer, EncoderLayer, OutputHead, final_norm, rename_output_head_keys
@@ -30,9 +31,7 @@ class Encoder(nn.Module):
         """x [B, L_src, D], src_mask [B, 1, 1, L_src] -> memory [B, L_src, D]."""
         for layer in self.layers:
             x = layer(x, src_mask)  # [B, L_src, D]
-        memory = x if self.norm is None else self.norm(x)
-        record("memory", memory)
-        return memory
+        return record("memory", x if self.norm is None else self.norm(x))
 
 
 def check_src(model: Transformer, src: torch.Tensor) -> None:
@@ -40,22 +39,17 @@ def check_src(model: Transformer, src: torch.Tensor) -> None:
     check_positions(src.size(1), 0, model.cfg.max_len)
 
 
-def check_pair(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> None:
-    """src [B, L_src] and tgt [B, L_tgt] ids of the model's vocabularies, one target row per source row."""
-    check_src(model, src)
-    check_ids(tgt, model.cfg.tgt_vocab_size, "tgt")
-    check_positions(tgt.size(1), 0, model.cfg.max_len)
-    check_same_batch(src=src, tgt=tgt)
-
-
-def check_decode_inputs(model: Transformer, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
+def check_decode_inputs(model: Transformer, tgt: torch.Tensor, memory: torch.Tensor | None, src: torch.Tensor,
                         cache: DecodingCache | None = None) -> None:
-    """tgt and src ids, memory [B, L_src, D] in the weights' dtype, and a cache of this model (if any)."""
+    """tgt and src ids, one target row per source row; memory [B, L_src, D] in the weights' dtype (None: the forward
+    makes it); a cache of this model, this batch and this source (if any)."""
     if cache is not None and not isinstance(cache, DecodingCache):
         raise TypeError(_("cache must come from model.new_cache(src), got {type}").format(type=type(cache).__name__))
     check_src(model, src)
     check_ids(tgt, model.cfg.tgt_vocab_size, "tgt")
     check_positions(tgt.size(1), 0 if cache is None else len(cache), model.cfg.max_len)
+    if memory is None:
+        return check_same_batch(src=src, tgt=tgt)
     if not isinstance(memory, torch.Tensor) or memory.shape[1:] != (src.size(1), model.cfg.d_model):
         got = list(memory.shape) if isinstance(memory, torch.Tensor) else type(memory).__name__
         raise ValueError(_("memory must be [B, L_src, D] = [B, {src_size_1}, {d_model}], got {got}; "
@@ -65,10 +59,17 @@ def check_decode_inputs(model: Transformer, tgt: torch.Tensor, memory: torch.Ten
     if memory.dtype != dtype:
         raise TypeError(_("memory is {dtype} but the model's weights are {dtype_}: pass model.encode(src) "
                         "(or memory.to({dtype_}))").format(dtype=memory.dtype, dtype_=dtype))
+    if cache is not None:
+        cache.check(model, tgt, src)
 
 
 class Transformer(nn.Module):
-    """src ids [B, L_src], tgt ids [B, L_tgt] -> logits [B, L_tgt, V_tgt]."""
+    """src ids [B, L_src], tgt ids [B, L_tgt] -> logits [B, L_tgt, V_tgt].
+
+    Its public methods check their inputs once, on entry (``check_src``, ``check_decode_inputs``), then run the
+    unchecked ``_encode`` / ``_decode``. A model too large for this process is refused by
+    ``wt.memory_guard.check_fits_in_memory(cfg)`` before building, not here.
+    """
 
     dim_names = ONE_KV_HEAD_PER_HEAD  # how a trace names its dims: its K/V heads are its H heads
 
@@ -76,8 +77,6 @@ class Transformer(nn.Module):
         super().__init__()
         if not isinstance(cfg, ModelConfig):
             raise TypeError(_("cfg must be a walkthrough.ModelConfig, got {type}").format(type=type(cfg).__name__))
-        if torch.empty(0).device.type != "meta":  # on the meta device nothing is allocated: any size is fine
-            check_fits_in_memory(cfg, "this Transformer")
         self.cfg = cfg
         self.src_embed, self.tgt_embed = (
             Embedding(vocab, cfg.d_model, cfg.max_len, cfg.dropout, cfg.positions, cfg.scale_embeddings)
@@ -98,10 +97,10 @@ class Transformer(nn.Module):
         warnings.warn("model.generator is now model.output_head", DeprecationWarning, stacklevel=2)
         return self.output_head
 
-    @checks_inputs(check_src)
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """src [B, L_src] -> memory [B, L_src, D]."""
-        return self.encoder(self.src_embed(src), padding_mask(src, self.cfg.pad_id))
+        check_src(self, src)
+        return self._encode(src)
 
     def new_cache(self, src: torch.Tensor) -> DecodingCache:
         """An empty cache for decoding the batch ``src`` [B, L_src] one token at a time."""
@@ -112,7 +111,6 @@ class Transformer(nn.Module):
         check_src(self, src)
         return DecodingCache(self, src.size(0), src)
 
-    @checks_inputs(check_decode_inputs)
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
                cache: DecodingCache | None = None) -> torch.Tensor:
         """tgt [B, L_tgt], memory [B, L_src, D], src [B, L_src] (for its padding) -> [B, L_tgt, D].
@@ -121,12 +119,20 @@ class Transformer(nn.Module):
         ``len(cache)`` already decoded: their embeddings get those positions' PE rows. A step that fails
         leaves the cache as it was.
         """
+        check_decode_inputs(self, tgt, memory, src, cache)
+        return self._decode(tgt, memory, src, cache)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        """src [B, L_src], tgt [B, L_tgt] -> logits [B, L_tgt, V_tgt]."""
+        check_decode_inputs(self, tgt, None, src)
+        return self.output_head(self._decode(tgt, self._encode(src), src, None))
+
+    def _encode(self, src: torch.Tensor) -> torch.Tensor:
+        return self.encoder(self.src_embed(src), padding_mask(src, self.cfg.pad_id))  # [B, L_src, D]
+
+    def _decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
+                cache: DecodingCache | None) -> torch.Tensor:
         with decoding_step(cache):
             y = self.tgt_embed(tgt, 0 if cache is None else len(cache))  # [B, L_tgt, D]
             tgt_mask = self_attention_mask(self, tgt, cache, src)  # [B, 1, L_tgt, L_tgt], or [B, 1, n, t] cached
-            return self.decoder(y, memory, tgt_mask, padding_mask(src, self.cfg.pad_id), cache)
-
-    @checks_inputs(check_pair)
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-        """src [B, L_src], tgt [B, L_tgt] -> logits [B, L_tgt, V_tgt]."""
-        return self.output_head(self.decode(tgt, self.encode(src), src))
+            return self.decoder(y, memory, tgt_mask, padding_mask(src, self.cfg.pad_id), cache)  # [B, L_tgt, D]

@@ -43,7 +43,6 @@ from torch import nn
 
 from . import config, student
 from .attention import MultiHeadAttention
-from .config import checks_inputs
 from .data import Vocab
 from .embedding import Embedding, sinusoidal_table
 from .i18n import N_, _
@@ -62,7 +61,6 @@ PAIRS, SHOWN = 16, 3  # held-out pairs compared (teacher-forced and translated),
 _OPEN_FILES = {__file__, *(str(Path(__file__).with_name(name)) for name in ("student.py", "i18n.py"))}
 _OPEN_CODE = {print_shape.__code__, *(member.fget.__code__ for kind in vars(config).values() if isinstance(kind, type)
                                       for member in vars(kind).values() if isinstance(member, property))}
-_CHECKED_CALL = checks_inputs(print)(print).__code__  # the wrapper of the package's methods that check their inputs
 
 
 @dataclass(frozen=True)
@@ -188,10 +186,7 @@ class _OwnCodeOnly:
             return  # the package's code calling its own: where it was entered is noted already
         from_student = caller is not None and caller.f_code.co_filename != __file__  # else the check called it directly
         line = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip() if from_student else ""
-        function = frame.f_locals["method"] if code is _CHECKED_CALL else None  # the method the wrapper checks for
-        name, file = (function.__qualname__, function.__code__.co_filename) if function else (
-            code.co_qualname, code.co_filename)
-        self.entry = (f"{name} ({Path(file).name})", line)
+        self.entry = (f"{code.co_qualname} ({Path(code.co_filename).name})", line)
 
     def __enter__(self):
         self._previous = sys.getprofile(), threading.getprofile()

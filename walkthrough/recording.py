@@ -2,7 +2,8 @@
 
 Imports only the table of steps (``steps.py``), so every model module can call it and the tracer
 (``trace.py``, above the model) can switch it on without an import cycle. With no recorder listening,
-``record`` checks the step id and returns: it never looks at the tensor.
+``record`` checks the step id and hands the tensor back: it never looks at it, so model code reads
+``q = record("q", self.w_q(query))``.
 """
 
 from __future__ import annotations
@@ -46,18 +47,19 @@ class Recorder:
 _active: Recorder | None = None
 
 
-def record(step_id: str, tensor: torch.Tensor) -> None:
-    """Note ``tensor``'s shape under the step ``step_id`` of ``steps.STEPS`` if a recorder is listening.
+def record(step_id: str, tensor: torch.Tensor) -> torch.Tensor:
+    """Note ``tensor``'s shape under the step ``step_id`` of ``steps.STEPS`` if a recorder is listening; return it.
 
     An id missing from the table is a KeyError whether or not anybody listens, so a typo cannot hide.
     """
     known = STEPS[step_id]  # an unknown id raises here, listing the ids
     if _active is None:
-        return
+        return tensor
     dims = _active.dims(known.dims)
     if len(dims.split()) != tensor.dim():
         raise RuntimeError(f"trace step {step_id!r}: dims {dims!r} do not match shape {list(tensor.shape)}")
     _active.rows.append(Row(_active.scopes[-1], known.label, tuple(tensor.shape), dims, known.meaning))
+    return tensor
 
 
 def active() -> Recorder | None:

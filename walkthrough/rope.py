@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .config import check_rope_pairs, checks_inputs
+from .checks import check_rope_pairs
 from .i18n import _
 
 
@@ -24,8 +24,7 @@ def rope_frequencies(d_k: int, device=None, dtype: torch.dtype = torch.float32, 
     return float(base) ** (-torch.arange(0, d_k, 2, dtype=dtype, device=device) / d_k)
 
 
-def check_rope_input(x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None,
-                     base: float = 10000.0) -> None:
+def check_rope_input(x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None) -> None:
     """x: a float tensor [..., L, d_k] with even d_k; offset: a whole number >= 0 (the first position);
     positions: None, or whole numbers >= 0 [B, L] for x [B, H, L, d_k]."""
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
@@ -48,8 +47,9 @@ def check_rope_input(x: torch.Tensor, offset: int = 0, positions: torch.Tensor |
         check_position_ids(positions, x.size(0), x.size(2))
 
 
-def check_position_ids(positions, batch: int, length: int) -> None:
-    """positions: whole numbers >= 0 [B, L], one per batch row and sequence position."""
+def check_position_ids(positions, batch: int, length: int, values: bool = True) -> None:
+    """positions: whole numbers >= 0 [B, L], one per batch row and sequence position. ``values=False``: the dtype
+    and shape only (reading the values is a host sync; a layer inside a model leaves it to where they are made)."""
     if not isinstance(positions, torch.Tensor) or positions.is_floating_point() or positions.dtype == torch.bool:
         got = positions.dtype if isinstance(positions, torch.Tensor) else type(positions).__name__
         raise TypeError(_("positions must be a tensor of whole numbers [B, L] (each row's position ids), got "
@@ -57,12 +57,11 @@ def check_position_ids(positions, batch: int, length: int) -> None:
     if positions.shape != (batch, length):
         raise ValueError(_("positions must be [B, L] = {wanted} (one per row and position), got {got}").format(
             wanted=[batch, length], got=list(positions.shape)))
-    if positions.device.type != "meta" and positions.numel() and int(positions.min()) < 0:
+    if values and positions.device.type != "meta" and positions.numel() and int(positions.min()) < 0:
         raise ValueError(_("positions must be >= 0 (positions start at 0), got {low}").format(
             low=int(positions.min())))
 
 
-@checks_inputs(check_rope_input)
 def apply_rope(x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None,
                base: float = 10000.0) -> torch.Tensor:
     """Rotate each feature pair (2i, 2i+1) of x [B, H, L, d_k] by its position's angle -> [B, H, L, d_k].
@@ -71,9 +70,14 @@ def apply_rope(x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None 
     score depends on the distance m - n alone. Nothing is added to the token vectors. ``offset``: the
     position of x's first row (after the cached ones when decoding). ``positions`` [B, L] instead: each
     batch row's own positions (left-padded prompts: every row counts from its first real token).
-    ``base``: of the angles (``rope_frequencies``).
+    ``base``: of the angles (``rope_frequencies``). Checks its inputs, then ``rotate``s.
     """
     check_rope_input(x, offset, positions)
+    return rotate(x, offset, positions, base)
+
+
+def rotate(x: torch.Tensor, offset: int, positions: torch.Tensor | None, base: float) -> torch.Tensor:
+    """``apply_rope`` on inputs already checked (attention's own Q and K)."""
     angle_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32  # half precision: float32 angles
     if positions is None:
         angles = rope_angles(x.size(-2), x.size(-1), offset, x.device, angle_dtype, base)  # [L, d_k/2]

@@ -45,7 +45,9 @@ from types import MappingProxyType
 import torch
 from torch import nn
 
-from .config import GPTConfig, ModelConfig, check_positive_int
+from .attention import keep_attention_weights
+from .checks import check_positive_int
+from .config import GPTConfig, ModelConfig
 from .gpt import GPT
 from .i18n import N_, _, ljust, width
 from .loss import sequence_loss
@@ -401,9 +403,10 @@ def trace_callable(fn: Callable[[], object], root: nn.Module | None = None, *, o
     submodules are tagged by their path in ``root`` (the root itself is ``root_name``). ``ops=True``:
     an ``OpRow`` per module call and per tensor-producing op, with our ``record`` rows among them;
     ``ops=False``: the ``record`` rows alone. ``fn`` runs under ``torch.inference_mode()`` and with the
-    meta device as the default for new tensors. A failure inside becomes a ``TraceError`` naming the
-    op and the module path. ``fake_mode`` (from ``_fake_mode()``, with ``fn``'s inputs made its FakeTensors)
-    runs ``fn`` under that FakeTensor mode too.
+    meta device as the default for new tensors; ``root``'s attention layers write attention out
+    (``keep_attention_weights``), so their scores and weights are steps of the trace. A failure inside
+    becomes a ``TraceError`` naming the op and the module path. ``fake_mode`` (from ``_fake_mode()``, with
+    ``fn``'s inputs made its FakeTensors) runs ``fn`` under that FakeTensor mode too.
     """
     tracer = _Tracer(root, root_name, ops)
     handles = [nn.modules.module.register_module_forward_pre_hook(tracer.enter),
@@ -413,6 +416,7 @@ def trace_callable(fn: Callable[[], object], root: nn.Module | None = None, *, o
             try:
                 # torch.device("meta"): a tensor made inside without a device lands on meta too, never in memory
                 with (torch.device("meta"), torch.inference_mode(), fake_mode or nullcontext(),
+                      keep_attention_weights(root) if root is not None else nullcontext(),
                       _op_tap(tracer, fake_mode is not None)):
                     fn()
             except (RuntimeError, NotImplementedError) as error:

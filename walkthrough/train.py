@@ -26,6 +26,7 @@ from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_
 from .decoding import greedy_decode
 from .i18n import N_, _
 from .loss import sequence_loss
+from .memory_guard import check_fits_in_memory
 from .model import Transformer
 from .training import (
     Batch,
@@ -122,7 +123,9 @@ class Trainer(TrainingLoop):
             self.tgt_vocab = Vocab(t for _, en in pairs for t in english_tokens(en))
             score_name = N_("exact match on its phrases")
         torch.manual_seed(settings.seed)
-        model = Transformer(task_config(settings, self.src_vocab, self.tgt_vocab, dropout))
+        cfg = task_config(settings, self.src_vocab, self.tgt_vocab, dropout)
+        check_fits_in_memory(cfg)  # refused before anything is allocated
+        model = Transformer(cfg)
         super().__init__(model, self.batch, self.loss, steps=settings.steps, warmup=settings.warmup,
                          peak_lr=settings.peak_lr, score=self.score, score_name=score_name)
 

@@ -31,6 +31,7 @@ from .data import EOS, PAD, SOS, UNK, Vocab, pad_batch
 from .decoding import beam_search, greedy_decode
 from .i18n import _
 from .loss import sequence_loss
+from .memory_guard import check_fits_in_memory
 from .model import Transformer
 from .train import check_dropout
 from .training import (
@@ -216,7 +217,9 @@ class TranslatorTrainer(TrainingLoop):
         self.settings = settings
         if model is None:
             torch.manual_seed(settings.seed)
-            model = Transformer(settings.model_config(tokenizer.get_vocab_size()))
+            cfg = settings.model_config(tokenizer.get_vocab_size())
+            check_fits_in_memory(cfg)  # refused before anything is allocated
+            model = Transformer(cfg)
         self.translator = Translator(model, tokenizer, settings)
         self.pairs = training_data(settings) if pairs is None else list(pairs)
         if len(self.pairs) < settings.batch_size:
