@@ -179,15 +179,19 @@ class MultiHeadAttention(nn.Module):
             context, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)  # [B, H, L_q, d_k]
             self.attn_weights = weights.detach()
 
-        merged = record("context_transpose", context.transpose(1, 2))  # [B, L_q, H, d_k]
-        merged = record("merged", merged.contiguous().view(batch, length_q, heads * d_k))  # [B, L_q, D]
-        return record("output", self.w_o(merged))  # [B, L_q, D]
+        return record("output", self.w_o(self.merge_heads(context)))  # [B, L_q, D]
 
     def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
         """The forward's split alone: [B, L, heads·d_k] -> view [B, L, heads, d_k] -> transpose [B, heads, L, d_k].
         ``heads``: H (the default) for Q, H_kv for K and V."""
         batch, length, _features = x.shape
         return x.view(batch, length, heads or self.num_heads, self.d_k).transpose(1, 2)
+
+    def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, H, L, d_k] -> transpose [B, L, H, d_k] -> view [B, L, D] (contiguous first: view needs it)."""
+        batch, _heads, length, _d_k = x.shape
+        x = record("context_transpose", x.transpose(1, 2))  # [B, L, H, d_k]
+        return record("merged", x.contiguous().view(batch, length, self.num_heads * self.d_k))  # [B, L, D]
 
     def expand_kv(self, x: torch.Tensor) -> torch.Tensor:
         """[B, H_kv, L_k, d_k] -> [B, H, L_k, d_k]: K/V head j serves query heads j·g .. j·g+g-1 (g = H / H_kv)."""

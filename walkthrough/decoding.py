@@ -185,6 +185,9 @@ def _check_scores(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     def rows(bad: torch.Tensor) -> list[int]:  # bad [..., V] -> the rows (flattened) holding one
         return bad.reshape(-1, logits.size(-1)).any(-1).nonzero().flatten().tolist()
 
+    scaled = logits if temperature == 0 else logits / temperature
+    if scaled.isfinite().all():  # the usual case, one pass: no NaN, no inf, no overflow, a token in every row
+        return scaled
     if logits.isnan().any():
         raise ValueError(_("logits hold NaN (rows {rows}): a NaN has no rank, so no token can be chosen; the "
                            "model computed it (look for a NaN weight or input)").format(rows=rows(logits.isnan())))
@@ -192,7 +195,6 @@ def _check_scores(logits: torch.Tensor, temperature: float) -> torch.Tensor:
         raise ValueError(_("logits hold +inf (rows {rows}): an infinite logit has no probability to compare; "
                            "the model overflowed (look for a huge weight, or float16 overflow)").format(
                                rows=rows(logits == math.inf)))
-    scaled = logits if temperature == 0 else logits / temperature
     overflow = scaled.isinf() & logits.isfinite()
     if overflow.any():
         largest = logits[logits.isfinite()].abs().max().item()

@@ -71,10 +71,9 @@ def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
         got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
         raise TypeError(_("mask must be a bool tensor (True = may attend), got {got}; "
                         "for a 0/1 mask use mask.bool(), for an nn.MultiheadAttention mask use ~mask").format(got=got))
-    try:
-        fits = torch.broadcast_shapes(mask.shape, scores_shape) == scores_shape
-    except RuntimeError:
-        fits = False
+    # broadcasts to the scores: no more dims, and each of its dims 1 or the scores' (plain Python: every layer asks)
+    fits = mask.dim() <= len(scores_shape) and all(
+        m in (1, s) for m, s in zip(reversed(mask.shape), reversed(scores_shape)))
     if not fits:
         raise ValueError(_("mask shape {mask_shape} does not broadcast to the scores "
                          "{list_scores_shape} [B, H, L_q, L_k]; padding masks are [B, 1, 1, L_k], "
