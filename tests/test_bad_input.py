@@ -226,3 +226,19 @@ def test_the_guard_compares_with_the_processs_own_address_space_limit():
     run = subprocess.run([sys.executable, "-c", UNDER_A_LIMIT], capture_output=True, text=True, check=True)
     assert re.search(r"this GPT would need about 2\.[0-9] GiB while it is built .* but this process's address-space "
                      r"limit \(RLIMIT_AS, [0-9.]+ GiB\) leaves this process 2\.0 GiB", run.stdout), run.stdout
+
+
+@pytest.mark.parametrize("trainer,built", [
+    (lambda: wt.train.Trainer(wt.train.TrainSettings()), "walkthrough.train.Transformer"),
+    (lambda: wt.language_model.GPTTrainer(wt.language_model.GPTSettings()), "walkthrough.language_model.GPT"),
+], ids=["encoder-decoder", "GPT"])
+def test_the_trainers_ask_the_guard_before_building(monkeypatch, trainer, built):
+    """The constructors never probe memory: the trainers call the guard, and a refusal comes before any model."""
+    monkeypatch.setattr(memory_guard, "memory_headroom", lambda: (1000, "a limit of 1000 bytes"))
+
+    def never(cfg):
+        raise AssertionError("the model was built before the guard refused it")
+
+    monkeypatch.setattr(built, never)
+    with pytest.raises(ValueError, match=r"this (Transformer|GPT) would need .* but a limit of 1000 bytes leaves"):
+        trainer()
