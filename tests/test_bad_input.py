@@ -7,7 +7,7 @@ import torch
 
 import walkthrough as wt
 from walkthrough import memory_guard
-from walkthrough.counts import parameter_count
+from walkthrough.config import parameter_count
 
 
 @pytest.mark.parametrize("kwargs,error,message", [

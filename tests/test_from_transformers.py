@@ -10,7 +10,6 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough.counts import parameter_count
 
 transformers = pytest.importorskip("transformers")  # the `test` extra installs it
 
@@ -110,7 +109,7 @@ def test_causal_lm_equals_transformers(build, changes):
         continuation = hf_greedy(lambda x: hf(x).logits, prompt[:, :4], 8)
         for use_cache in (True, False):
             assert torch.equal(wt.greedy_generate(ours, prompt[:, :4], 8, use_cache=use_cache), continuation)
-    assert sum(p.numel() for p in ours.parameters()) == parameter_count(ours.cfg)
+    assert sum(p.numel() for p in ours.parameters()) == wt.config.parameter_count(ours.cfg)
 
 
 @pytest.mark.parametrize("changes", MARIAN_CONFIGS, ids=["shared-swish", "separate-gelu-unscaled"])
@@ -135,7 +134,7 @@ def test_marian_equals_transformers(changes):
         for use_cache in (True, False):  # eos_id=-ish: no row stops early, so every step is compared
             ys = wt.greedy_decode(ours, src, 6, sos_id=PAD, eos_id=VOCAB - 2, use_cache=use_cache)
             assert torch.equal(ys[:, :continuation.size(1)], continuation[:, :ys.size(1)])
-    assert sum(p.numel() for p in ours.parameters()) == parameter_count(ours.cfg)
+    assert sum(p.numel() for p in ours.parameters()) == wt.config.parameter_count(ours.cfg)
 
 
 def test_llama_head_permutation_is_the_pairing_of_rotate_half():

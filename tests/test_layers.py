@@ -20,7 +20,6 @@ LAYERS = {
     "config": 1,                                 # the sizes, checked by the validators
     "recording": 1,                              # the hook model code reports steps through (reads the table)
     "masks": 2, "embedding": 2, "loss": 2, "rope": 2,  # model parts that need only the bottom
-    "counts": 2,                                 # a config's parameter count, before anything is built
     "cache": 3,                                  # what a decoder keeps between steps
     "memory_guard": 3,                           # refuse a model this process cannot build, before building it
     "attention": 4, "flash": 4,                  # flash: attention in tiles, beside it (imports neither way)

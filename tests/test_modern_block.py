@@ -5,7 +5,7 @@ import math
 import pytest
 
 from walkthrough import widgets
-from walkthrough.counts import parameter_count
+from walkthrough.config import parameter_count
 
 B, L = widgets.SIZES["batch"], widgets.GPT_LENGTH
 CHOICES = [dict(), dict(activation="swiglu"), dict(norm="rms"), dict(positions="rope", rope_base=500000.0),

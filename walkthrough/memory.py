@@ -21,8 +21,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .attention import keep_attention_weights
-from .config import ModelConfig, check_positive_int
-from .counts import parameter_count
+from .config import ModelConfig, check_positive_int, parameter_count
 from .i18n import N_, _, ljust, width
 from .loss import sequence_loss
 from .model import Transformer

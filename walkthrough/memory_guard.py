@@ -13,8 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .config import GPTConfig, ModelConfig
-from .counts import parameter_count
+from .config import GPTConfig, ModelConfig, parameter_count
 from .i18n import _
 
 try:
