@@ -11,9 +11,8 @@ from .i18n import _
 from .recording import record
 
 
-def check_ids(ids: torch.Tensor, vocab_size: int, name: str, values: bool = True) -> None:
-    """Reject anything that is not a [B, L] tensor (L >= 1) of integer ids in [0, vocab_size). ``values=False``: the
-    type and shape only (reading the ids is a host sync)."""
+def check_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
+    """Reject anything that is not a [B, L] tensor (L >= 1) of integer ids in [0, vocab_size)."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(_("{name} must be a torch tensor of token ids, got {type}; use torch.tensor(...)").format(
             name=name, type=type(ids).__name__))
@@ -28,7 +27,7 @@ def check_ids(ids: torch.Tensor, vocab_size: int, name: str, values: bool = True
     if ids.size(0) == 0 or ids.size(1) == 0:
         raise ValueError(_("{name} is empty (shape {ids_shape}): give at least one sentence of at least one "
                          "token (a target starts with <sos>)").format(name=name, ids_shape=list(ids.shape)))
-    if values and ids.device.type != "meta":
+    if ids.device.type != "meta":
         low, high = (int(end) for end in torch.aminmax(ids))
         if low < 0 or high >= vocab_size:
             bad = low if low < 0 else high
@@ -101,15 +100,13 @@ class Embedding(nn.Module):
         self.position = None if positions == "rope" else PositionalEncoding(d_model, max_len, positions)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """ids [B, L] at positions offset..offset+L-1 (offset > 0 when decoding with a cache) -> [B, L, D]."""
-        check_ids(ids, self.vocab_size, "ids", values=False)
-        check_positions(ids.size(1), offset, self.max_len)
-        try:
-            x = record("embedding", self.token(record("ids", ids)) * self.scale)  # [B, L, D]
-        except IndexError:  # an id outside the table: say which, reading the ids only now that it failed
+    def forward(self, ids: torch.Tensor, offset: int = 0, checked: bool = False) -> torch.Tensor:
+        """ids [B, L] at positions offset..offset+L-1 (offset > 0 when decoding with a cache) -> [B, L, D].
+        ``checked``: the model calling it has checked the ids and positions on entry; alone, it checks them."""
+        if not checked:
             check_ids(ids, self.vocab_size, "ids")
-            raise
+            check_positions(ids.size(1), offset, self.max_len)
+        x = record("embedding", self.token(record("ids", ids)) * self.scale)  # [B, L, D]
         if self.position is not None:
             x = record("positions", self.position(x, offset))  # [B, L, D]
         return self.dropout(x)

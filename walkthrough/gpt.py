@@ -76,7 +76,7 @@ class GPT(nn.Module):
         """
         check_gpt_inputs(self, ids, cache)
         with decoding_step(cache):
-            x = self.embed(ids, 0 if cache is None else len(cache))  # [B, L, D]
+            x = self.embed(ids, 0 if cache is None else len(cache), checked=True)  # [B, L, D]
             mask = self_attention_mask(self, ids, cache)  # [B, 1, L, L], or [B, 1, n, t] cached
             seen = ids if cache is None else cache.ids  # [B, t]: every id so far
             positions = position_ids(seen, self.cfg.pad_id, ids.size(1)) if self.cfg.positions == "rope" else None

@@ -128,11 +128,11 @@ class Transformer(nn.Module):
         return self.output_head(self._decode(tgt, self._encode(src), src, None))
 
     def _encode(self, src: torch.Tensor) -> torch.Tensor:
-        return self.encoder(self.src_embed(src), padding_mask(src, self.cfg.pad_id))  # [B, L_src, D]
+        return self.encoder(self.src_embed(src, checked=True), padding_mask(src, self.cfg.pad_id))  # [B, L_src, D]
 
     def _decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
                 cache: DecodingCache | None) -> torch.Tensor:
         with decoding_step(cache):
-            y = self.tgt_embed(tgt, 0 if cache is None else len(cache))  # [B, L_tgt, D]
+            y = self.tgt_embed(tgt, 0 if cache is None else len(cache), checked=True)  # [B, L_tgt, D]
             tgt_mask = self_attention_mask(self, tgt, cache, src)  # [B, 1, L_tgt, L_tgt], or [B, 1, n, t] cached
             return self.decoder(y, memory, tgt_mask, padding_mask(src, self.cfg.pad_id), cache)  # [B, L_tgt, D]
