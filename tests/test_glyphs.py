@@ -137,13 +137,17 @@ def site(tmp_path_factory) -> Path:
 
 
 def test_the_chinese_site_draws_its_titles_and_headings_with_the_shipped_font(glyph_browser, site, advance):
-    """_site/zh/index.html: the title, every notebook's title in the list and the language link; each Chinese page:
-    its H1 (and the other headings), all drawn as glyphs."""
+    """_site/zh/index.html: the title, every notebook's title in the list and the language link (and the English
+    index's link to it); each Chinese page: its H1 (and the other headings), all drawn as glyphs."""
     page = glyph_browser.new_page()
+    page.goto((site / "index.html").as_uri())  # the English index: only its link to the Chinese edition
+    found, wrong = boxes(page, "nav", advance)
+    assert len(found) == 3 and not wrong, f"_site/index.html: its link 中文版 lays out as {found}"
     page.goto((site / "zh" / "index.html").as_uri())
     found, wrong = boxes(page, "h1, ol a, nav", advance)
     titles = page.locator("ol a").count()
-    assert titles == len(list((site / "zh").glob("[0-9]*.html"))) and len(found) > 10 * titles, found[:5]
+    titled = {c["text"] for c in found if c["tag"] == "A"}
+    assert titles == len(list((site / "zh").glob("[0-9]*.html"))) == len(titled), f"Chinese in {titled}"
     assert not wrong, f"_site/zh/index.html lays out {len(wrong)} of {len(found)} Chinese characters as boxes: " \
                       f"{wrong[:5]}"
     for html in sorted((site / "zh").glob("[0-9]*.html")):
@@ -162,8 +166,8 @@ def lab_zh(tmp_path_factory):
 
 
 def test_the_chinese_jupyterlab_draws_its_menu_bar_with_the_shipped_font(glyph_browser, lab_zh, advance, tmp_path):
-    """`make lab-zh`: every title of the menu bar (文件, 编辑, ...) and of a menu it opens, drawn as glyphs once the
-    shipped font has loaded, with no reload and no click first."""
+    """`make lab-zh`: every title of the menu bar (文件, 编辑, ...) and of a menu it opens, and the notebook's title,
+    drawn as glyphs once the shipped font has loaded, with no reload and no click first."""
     notebook = Notebook(glyph_browser, lab_zh, "zh/00_overview.ipynb", tmp_path, CHINESE_UI)
     found, wrong = boxes(notebook.page, "#jp-MainMenu .lm-MenuBar-item", advance)
     titles = notebook.page.locator("#jp-MainMenu .lm-MenuBar-item").count()
@@ -174,4 +178,7 @@ def test_the_chinese_jupyterlab_draws_its_menu_bar_with_the_shipped_font(glyph_b
     found, wrong = boxes(notebook.page, ".lm-Menu .lm-Menu-itemLabel", advance)
     notebook.check(len(found) > 20 and not wrong, f"the File menu lays out Chinese as boxes: {wrong}")
     notebook.page.keyboard.press("Escape")
+    # The notebook's own title, a heading at weight 500 (a canvas probe of it passed while the page drew boxes).
+    found, wrong = boxes(notebook.page, ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown h1", advance)
+    notebook.check(len(found) >= 2 and not wrong, f"the notebook's H1 lays out Chinese as boxes: {wrong or found}")
     notebook.page.close()

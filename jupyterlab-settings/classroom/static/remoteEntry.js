@@ -1,9 +1,9 @@
 // A JupyterLab extension written by hand, so it needs no build step: JupyterLab loads this container and
 // asks it for "./style" (links classroom.css, whose url()s are relative to it and so stay right under any
-// base URL: JupyterHub, Binder) and "./extension" (four plugins: fold the left sidebar once the layout is
+// base URL: JupyterHub, Binder) and "./extension" (three plugins: fold the left sidebar once the layout is
 // restored, so a notebook gets the whole width of a projector, Ctrl+B or the folder icon bringing it back;
-// a way out of Deck mode (jupyterlab-slideshow) that always works from the keyboard; a clicker that
-// keeps walking the deck after a slider has moved; and the menu bar laid out again once the CJK font has loaded).
+// a way out of Deck mode (jupyterlab-slideshow) that always works from the keyboard; and a clicker that
+// keeps walking the deck after a slider has moved).
 var _JUPYTERLAB;
 (function () {
   var here = document.currentScript.src.replace(/[^/]*$/, "");
@@ -200,42 +200,6 @@ var _JUPYTERLAB;
     }
   };
 
-  // Chromium keeps the missing-glyph boxes of the menu titles it laid out before the CJK font had loaded (the
-  // first three or so in a Chinese JupyterLab: 文件, 编辑, 查看), even once it has. When the font has loaded, each
-  // menu bar is laid out again: its font changed and restored within one synchronous layout, so nothing flickers.
-  // Nothing asks for the font: in an English JupyterLab it never loads, and this never runs.
-  var CJK_FAMILY = "Walkthrough CJK";
-  var menuBarAfterFont = {
-    id: "walkthrough-classroom:menu-bar-after-font",
-    description: "Lays the menu bar out again once the CJK font has loaded, so Chinese menu titles are not boxes.",
-    autoStart: true,
-    activate: function () {
-      function ours(face) {
-        return face.family.replace(/["']/g, "") === CJK_FAMILY && face.status === "loaded";
-      }
-      function layOutAgain() {
-        document.querySelectorAll(".lm-MenuBar").forEach(function (bar) {
-          bar.style.fontFamily = "serif";
-          void bar.offsetWidth;  // a layout in another font: the titles are shaped anew
-          bar.style.fontFamily = "";
-          void bar.offsetWidth;
-        });
-      }
-      document.fonts.addEventListener("loadingdone", function (event) {
-        if (event.fontfaces.some(ours)) {
-          layOutAgain();
-        }
-      });
-      var loaded = false;
-      document.fonts.forEach(function (face) {
-        loaded = loaded || ours(face);
-      });
-      if (loaded) {  // it loaded before this plugin started
-        layOutAgain();
-      }
-    }
-  };
-
   var modules = {
     "./style": function () {
       var link = document.createElement("link");
@@ -245,7 +209,7 @@ var _JUPYTERLAB;
       return {};
     },
     "./extension": function () {
-      return [foldFileBrowser, deckExit, clickerAfterSlider, menuBarAfterFont];
+      return [foldFileBrowser, deckExit, clickerAfterSlider];
     }
   };
   (_JUPYTERLAB = _JUPYTERLAB || {})["walkthrough-classroom"] = {
