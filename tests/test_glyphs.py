@@ -178,7 +178,7 @@ def test_the_chinese_jupyterlab_draws_its_menu_bar_with_the_shipped_font(glyph_b
     found, wrong = boxes(notebook.page, ".lm-Menu .lm-Menu-itemLabel", advance)
     notebook.check(len(found) > 20 and not wrong, f"the File menu lays out Chinese as boxes: {wrong}")
     notebook.page.keyboard.press("Escape")
-    # The notebook's own title, a heading at weight 500 (a canvas probe of it passed while the page drew boxes).
+    # The notebook's own title: a heading at weight 500, as the site's headings that drew boxes behind system-ui.
     found, wrong = boxes(notebook.page, ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown h1", advance)
     notebook.check(len(found) >= 2 and not wrong, f"the notebook's H1 lays out Chinese as boxes: {wrong or found}")
     notebook.page.close()
