@@ -9,7 +9,8 @@ the files on disk instead (for a checkout that is not a git repository, or to pr
 Chinese shows everywhere, also on a machine with no CJK font: the pages link the classroom stylesheet
 (jupyterlab-settings/classroom/static/classroom.css, the one JupyterLab gets), whose relative @font-face
 names NotoSansCJKsc-Regular.otf; the site ships that font cut down to the characters its pages use (a few
-kilobytes instead of 16 MB), so it needs no network and no system font.
+kilobytes instead of 16 MB), so it needs no network and no system font. Every page draws its text, headings and
+titles included, in that stylesheet's font stack (the index too: a browser's default serif has no Chinese).
 
 Widgets need a kernel. An output that also carries its own HTML (a predict-the-shape question: its prompt
 and a "show answer" fold) shows that HTML; any other widget becomes a note saying so. Scripts that would
@@ -155,8 +156,10 @@ def build(out: Path, root: Path = ROOT, working_copy: bool = False) -> list[Path
         other_index = f"{up}{twin_folder}index.html" if notebooks[spec["other"]] else None
         (folder / "index.html").write_text(
             f"<!doctype html><html lang='{spec['html_lang']}'><meta charset='utf-8'><title>{spec['title']}</title>"
-            f"{STYLESHEET.replace('classroom.css', up + 'classroom.css')}{switch_link(edition, other_index)}"
-            f"<h1>{spec['title']}</h1><p>{intro}</p><ol>" + "".join(index) + "</ol></html>", encoding="utf-8")
+            f"{STYLESHEET.replace('classroom.css', up + 'classroom.css')}"
+            f"<body style='font-family:var(--jp-content-font-family)'>{switch_link(edition, other_index)}"
+            f"<h1>{spec['title']}</h1><p>{intro}</p><ol>" + "".join(index) + "</ol></body></html>",
+            encoding="utf-8")
         texts.append((folder / "index.html").read_text(encoding="utf-8"))
     ship_cjk_font(out, [page.read_text(encoding="utf-8") for page in pages] + texts)
     return pages
