@@ -62,17 +62,26 @@ lab-zh: setup
 	$(BIN)/python tools/install_lab_settings.py --locale zh_CN "$(LAB_STATE_ZH)/settings"
 	$(call run_lab,$(LAB_STATE_ZH),notebooks/zh/)
 
-# Between edits: ruff and the package's own tests (the classroom tier, kernels and browsers, is left to `make test`).
+# Tests run in parallel on JOBS workers (pytest-xdist). What must share a process stays together, in order
+# (tests/nbval_patience.py, unit): a notebook's nbval cells and the checks on its kernel, and each edition's deck walks.
+# JOBS=1 runs everything in this one process.
+JOBS ?= 2
+PARALLEL = $(if $(filter 1,$(JOBS)),,-n $(JOBS))
+
+# Between edits (under 2 minutes on 2 cores): ruff and the package's own tests. The classroom tier (kernels,
+# JupyterLab, Chromium, torchrun, a hub: tests/conftest.py's CLASSROOM_TIER) and nbval are left to `make test`.
 check: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -m "not classroom" tests
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not classroom" tests
 
-# No tight timeouts: on a loaded machine a slow cell is not a failure (tests/nbval_patience.py). The deck walk
-# (tests/test_slides_fit.py, every slide of both editions at 1366x768) is part of it.
+# Everything, the README's command and CI's (.ci/run): ruff, both tiers, and nbval over both editions, each notebook
+# executed once (its kernel's peak memory and the scrambled re-runs are checked on nbval's run:
+# tests/nbval_patience.py), the deck walk (every slide of both editions at 1366x768) and JupyterLab in Chromium.
+# No tight timeouts: on a loaded machine a slow cell is not a failure. The slowest 15 tests are listed at the end.
 test: setup browser
 	$(BIN)/ruff check .
-	WALKTHROUGH_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -p tests.nbval_patience --nbval --nbval-current-env \
-	  --nbval-kernel-startup-timeout=600 tests notebooks
+	WALKTHROUGH_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest $(PARALLEL) -p tests.nbval_patience --nbval \
+	  --nbval-current-env --nbval-kernel-startup-timeout=600 --durations=15 tests notebooks
 
 # Only the deck walk: every slide of every notebook (and Chinese twin) in Deck mode at 1366x768, its height printed.
 slides: setup browser

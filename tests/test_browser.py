@@ -69,7 +69,9 @@ def lab_zh(tmp_path_factory):
     yield from serve_lab(tmp_path_factory, locale="zh_CN")
 
 
-def serve_lab(tmp_path_factory, locale: str | None = None):
+def serve_lab(tmp_path_factory, locale: str | None = None, kernel_startup: tuple[Path, ...] = ()):
+    """Serve a copy of the notebooks. ``kernel_startup``: modules (each a file with an ``install()``) that every kernel
+    the server starts imports and installs, after what every test kernel runs (tests/conftest.py's network guard)."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"no Chromium at {CHROMIUM}: `make test` installs Debian's chromium when run as root; "
                     f"otherwise install it or set WALKTHROUGH_CHROMIUM to its path")
@@ -86,8 +88,14 @@ def serve_lab(tmp_path_factory, locale: str | None = None):
     prefix = root / "prefix"
     app_settings = install_lab_settings.install_overrides(prefix).parents[1]
     install_lab_settings.install_font_extension(prefix)
+    ipython = Path(os.environ["IPYTHONDIR"])
+    if kernel_startup:
+        ipython = shutil.copytree(ipython, root / "ipython")
+        for number, path in enumerate(kernel_startup, start=50):
+            (ipython / "profile_default" / "startup" / f"{number}_{path.stem}.py").write_text(
+                f"import sys\nsys.path.insert(0, {str(path.parent)!r})\nimport {path.stem}\n{path.stem}.install()\n")
     port = free_port()
-    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),
+    env = {**os.environ, "IPYTHONDIR": str(ipython), "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),
            "JUPYTER_PATH": str(prefix / "share" / "jupyter"), "JUPYTERLAB_WORKSPACES_DIR": str(root / "workspaces"),
            "JUPYTER_CONFIG_DIR": str(root / "config")}
     log = open(root / "server.log", "w")
@@ -294,10 +302,10 @@ def figure_text_sizes(notebook) -> list[dict]:
     return sizes
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs_in_jupyterlab_without_a_traceback(open_notebook, name):
-    notebook = open_notebook(name)
-    notebook.run_all()
+# Run All and slide 1 of every deck (both editions) are checked on the deck walk's own run, which opens and runs
+# each notebook once for all its browser checks (tests/test_slides_fit.py, `walked`).
+def check_run_all(notebook) -> None:
+    """After Run All: no traceback or error, a widget and a figure drawn, figure text readable on the screen."""
     text = notebook.text()
     notebook.check("Traceback" not in text, "a cell printed a traceback")
     notebook.check(notebook.notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
@@ -309,24 +317,16 @@ def test_notebook_runs_in_jupyterlab_without_a_traceback(open_notebook, name):
                               f"(size figures with walkthrough.viz: SCREEN_DPI, SCREEN_WIDTH_IN)")
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_first_slide_fits_the_screen(open_notebook, name):
-    """Deck mode's slide 1 (the title and its introduction) is whole on a 1366x768 screen."""
-    notebook = open_notebook(name)
-    notebook.start_deck()
+def check_first_slide(notebook) -> None:
+    """Deck mode's slide 1 (the title and its introduction) is whole on a 1366x768 screen and holds no code (the
+    deck walk then finds the set-up code starting slide 2)."""
     cells = notebook.slide_cells()
     notebook.check(bool(cells), "Deck mode shows no cell")
     notebook.check(all(cell["top"] >= 0 and cell["bottom"] <= SCREEN["height"] for cell in cells),
                    f"slide 1 is cut off: its cells span {[(round(c['top']), round(c['bottom'])) for c in cells]} "
                    f"on a screen {SCREEN['height']} px high")
-    code_shown = ".jp-Deck .jp-CodeCell.jp-deck-mod-visible"
-    notebook.check(notebook.page.locator(code_shown).count() == 0,
+    notebook.check(notebook.page.locator(".jp-Deck .jp-CodeCell.jp-deck-mod-visible").count() == 0,
                    "slide 1 holds code: the set-up cell should start slide 2 (tools/slide_metadata.py)")
-    while not notebook.page.locator(code_shown).count():
-        notebook.press("PageDown")  # through slide 1's cells, then to slide 2
-    notebook.check(notebook.page.locator(".jp-Deck .jp-CodeCell.jp-mod-active").count() == 1,
-                   "slide 2 does not start with the set-up code (Deck mode shows no cell whose slide_type is "
-                   "RISE's '-': tools/slide_metadata.py)")
 
 
 def deck_cells(name: str) -> list[int]:

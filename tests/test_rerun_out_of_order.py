@@ -4,17 +4,36 @@ test_notebook07.py: its training cells are meant to refuse some of them).
 After one run top to bottom (so every name exists), every code cell runs again, twice, in a scrambled order
 on the same kernel: a cell that asserts must compare what it computes itself, never a value an earlier cell
 left behind from other data.
+
+The run top to bottom is nbval's (tests/nbval_patience.py adds a `re-run out of order` item after each English
+notebook's last cell, on nbval's kernel; the Chinese twins' code is the same); `make test` runs it. The tests here
+check that item: a notebook whose cell relies on what an earlier one left behind fails, one that does not passes.
 """
 
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
-import pytest
 from nbclient import NotebookClient
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-PATHS = [path for path in sorted(NOTEBOOKS.glob("*.ipynb")) if not path.name.startswith("07")]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def re_runs(path: Path) -> bool:
+    """Whether the notebook gets the scrambled re-runs: all but 07."""
+    return not path.name.startswith("07")
+
+
+def scrambled(sources: list[str]) -> list[str]:
+    """Every code cell but the set-up (the first), twice, each time in another fixed random order."""
+    orders = []
+    for seed in (0, 1):
+        order = sources[1:]
+        random.Random(seed).shuffle(order)
+        orders += order
+    return orders
 
 
 def run(path: Path, sources: list[str]) -> None:
@@ -27,12 +46,29 @@ def run(path: Path, sources: list[str]) -> None:
             client.execute_cell(cell, index)
 
 
-@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
-def test_every_cell_holds_when_all_are_re_run_out_of_order(path):
-    sources = [cell.source for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
-    scrambled = []
-    for seed in (0, 1):
-        order = sources[1:]
-        random.Random(seed).shuffle(order)
-        scrambled += order
-    run(path, [*sources, *scrambled])
+def test_the_scrambled_orders_re_run_every_cell_but_the_set_up_twice():
+    sources = [f"cell {i}" for i in range(8)]
+    orders = scrambled(sources)
+    assert sorted(orders[:7]) == sorted(orders[7:]) == sources[1:]
+    assert orders[:7] != sources[1:] and orders[:7] != orders[7:], "shuffled, and differently each time"
+    assert orders == scrambled(sources), "the same orders on every run"
+
+
+def test_nbvals_run_fails_a_cell_that_relies_on_what_an_earlier_one_left_behind(tmp_path):
+    """The plugin's `re-run out of order` item, on nbval's own run: `total += 1` then `assert total == 1` holds top
+    to bottom and fails re-run; the same notebook computing its own total passes."""
+    for name, counted in (("leans", "total += 1"), ("computes", "total = 0\ntotal += 1")):
+        sources = ["total = 0", counted, "assert total == 1, total", "print('done')"]
+        cells = [nbformat.v4.new_code_cell(s, execution_count=i, outputs=[]) for i, s in enumerate(sources, 1)]
+        cells[-1].outputs = [nbformat.v4.new_output("stream", text="done\n")]
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), tmp_path / f"{name}.ipynb")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.nbval_patience", "--nbval", "--nbval-current-env",
+         f"--whole-run-checks-in={tmp_path}", "-p", "no:cacheprovider", "-q", "-rA", "--rootdir", str(tmp_path),
+         str(tmp_path / "leans.ipynb"), str(tmp_path / "computes.ipynb")],
+        cwd=ROOT, capture_output=True, text=True, timeout=None)
+    report = result.stdout
+    assert "FAILED" in report and "leans.ipynb::re-run out of order" in report, report
+    assert "PASSED" in report and "computes.ipynb::re-run out of order" in report, report
+    assert "this cell raised AssertionError" in report and "assert total == 1" in report, report
+    assert "1 failed" in report, report

@@ -12,25 +12,36 @@ changed) with a ceiling that fails with its own message: the walk cannot hang, a
 slower. An exception needs a reason, in the notebook's metadata (there should be very few):
     "walkthrough": {"tall_slides": {"<the slide's first line>": "<why it may be taller than the screen>"}}
 
+Each deck is opened, run and walked once per test process, for every check that needs it (`walked`): Run All's
+own checks and slide 1's (tests/test_browser.py: check_run_all, check_first_slide), the fit here, and whatever a
+sibling file measures on each slide. Such a file (tests/test_slides_dense.py) registers, when it is imported, a
+JavaScript probe in SLIDE_PROBES (evaluated on every slide once it has stopped moving, its result kept on the slide
+under the probe's name) and any kernel start-up module in DECK_KERNEL_STARTUP, then calls `walked(open_notebook,
+name)` from a test named `test_every_slide...` parametrized by the deck's name: under `pytest -n 2` an edition's
+deck tests of every such file then run in one worker (tests/nbval_patience.py, unit), and whichever comes first walks.
+
 Reuses the JupyterLab server, browser and notebook helpers of tests/test_browser.py.
 """
 
 import json
 import time
 import urllib.request
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from tests.test_browser import (  # noqa: F401 (lab, browser_context: fixtures open_notebook uses)
+from tests.test_browser import (  # noqa: F401 (browser_context, open_notebook: fixtures)
     NOTEBOOK_DIR,
     NOTEBOOKS,
     SCREEN,
     TOKEN,
     browser_context,
+    check_first_slide,
+    check_run_all,
     deck_cells,
-    lab,
     open_notebook,
+    serve_lab,
 )
 
 WALK_KEY = "PageDown"
@@ -40,6 +51,11 @@ TWINS = sorted(f"zh/{p.name}" for p in (NOTEBOOK_DIR / "zh").glob("*.ipynb"))  #
 KEY_CEILING_MS = 300_000
 REDRAW_CEILING_MS = 600_000
 STILL_LOOKS = 3  # the slide has stopped moving when three looks 100 ms apart find every cell where it was
+# What other files measure on the same walk (see the docstring): probe name -> (JavaScript function, its argument);
+# and modules every deck kernel installs at start-up (a file with an install(), as tests/offline.py).
+SLIDE_PROBES: dict[str, tuple[str, object]] = {}
+DECK_KERNEL_STARTUP: list[Path] = []
+WALKS: dict[str, list[dict]] = {}  # deck name -> its walked slides, in this test process
 
 SLIDE = """() => {
     const cells = [...document.querySelectorAll('.jp-NotebookPanel.jp-Deck .jp-Notebook .jp-Cell')];
@@ -126,6 +142,7 @@ def walk_deck(notebook, last: int) -> list[dict]:
         slide = settled(notebook)  # a new slide: measured once it has stopped moving
         notebook.check(bool(slide["shown"]), f"cell {active} is active but the deck shows no cell")
         slide["height"] = height(slide)
+        slide["probes"] = {name: notebook.page.evaluate(script, arg) for name, (script, arg) in SLIDE_PROBES.items()}
         if move_a_slider(notebook):
             slide["height"] = max(slide["height"], height(settled(notebook)))
         slides.append(slide)
@@ -143,17 +160,14 @@ def too_tall(slides: list[dict], allowed: dict) -> list[str]:
             if slide["height"] > SCREEN["height"] and slide["shown"][0]["first"] not in allowed]
 
 
-def check_deck(notebook, slides: list[dict]) -> None:
-    walked = [c["index"] for slide in slides for c in slide["shown"]]
-    notebook.check(walked == deck_cells(notebook.name), f"{WALK_KEY} does not show every cell once, in order: "
-                                                        f"{walked}")
-    tall = too_tall(slides, allowed_tall_slides(notebook.name))
-    notebook.check(not tall, f"taller than the {SCREEN['height']} px screen: {tall} (split the slide with a `## ` "
-                             f"heading, or give a reason in the notebook's metadata)")
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """tests/test_browser.py's JupyterLab, whose kernels also install what DECK_KERNEL_STARTUP lists."""
+    yield from serve_lab(tmp_path_factory, kernel_startup=tuple(DECK_KERNEL_STARTUP))
 
 
 @pytest.fixture
-def kernels_shut_down(lab):  # noqa: F811 (the fixture)
+def kernels_shut_down(lab):
     """A closed tab leaves its kernel running: shut this test's kernels down, so the decks do not pile up."""
     yield
     api = f"{lab}/api/kernels"
@@ -163,16 +177,38 @@ def kernels_shut_down(lab):  # noqa: F811 (the fixture)
         urllib.request.urlopen(urllib.request.Request(f"{api}/{kernel['id']}?token={TOKEN}", method="DELETE"))
 
 
+def walked(open_notebook, name: str) -> list[dict]:  # noqa: F811 (the fixture, passed on)
+    """The deck ``name`` as a class meets it, once per test process: open it, Run All (check_run_all), Deck mode
+    from the title (check_first_slide), then PageDown from the first cell to the last (walk_deck, SLIDE_PROBES on
+    every slide); the slides. A walk that fails a check is not kept: the next test to ask walks again."""
+    if name not in WALKS:
+        notebook = open_notebook(name)
+        notebook.run_all()
+        check_run_all(notebook)
+        notebook.start_deck()
+        check_first_slide(notebook)
+        slides = walk_deck(notebook, deck_cells(name)[-1])
+        cells = nbformat.read(NOTEBOOK_DIR / name, as_version=4).cells
+        first_code = next(i for i, cell in enumerate(cells) if cell.cell_type == "code")
+        notebook.check(len(slides) > 1 and slides[1]["shown"][0]["index"] == first_code,
+                       "slide 2 does not start with the set-up code (Deck mode shows no cell whose slide_type is "
+                       "RISE's '-': tools/slide_metadata.py)")
+        WALKS[name] = slides
+    return WALKS[name]
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS + TWINS)
 def test_every_slide_fits_the_screen_and_one_key_walks_every_cell(kernels_shut_down, open_notebook, name):  # noqa: F811
     started = time.monotonic()
-    notebook = open_notebook(name)
-    notebook.run_all()
-    notebook.start_deck()
-    slides = walk_deck(notebook, deck_cells(name)[-1])
+    slides = walked(open_notebook, name)
     print(f"\n{name}: {len(slides)} slides, tallest {max(s['height'] for s in slides):.0f} px, heights "
           f"{[round(s['height']) for s in slides]} px, {time.monotonic() - started:.0f} s")
-    check_deck(notebook, slides)
+    walked_cells = [c["index"] for slide in slides for c in slide["shown"]]
+    assert walked_cells == deck_cells(name), f"{name}: {WALK_KEY} does not show every cell once, in order: " \
+                                             f"{walked_cells}"
+    tall = too_tall(slides, allowed_tall_slides(name))
+    assert not tall, f"{name}: taller than the {SCREEN['height']} px screen: {tall} (split the slide with a `## ` " \
+                     f"heading, or give a reason in the notebook's metadata)"
 
 
 def test_the_walk_finds_a_slide_taller_than_the_screen(kernels_shut_down, lab, open_notebook):  # noqa: F811
