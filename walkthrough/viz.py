@@ -76,17 +76,22 @@ def _cjk(draw):
     """
     @functools.wraps(draw)
     def wrapper(*args, **kwargs):
-        figure = draw(*args, **kwargs)
-        name = use_cjk_font()
-        if name is not None:
-            family = ["DejaVu Sans", name]  # a list: each glyph comes from the first font that has it
-            for text in _texts(figure):
-                text.set_fontfamily(family)
-            for ax in figure.axes:
-                ax.tick_params(labelfontfamily=family)
-        _fit_screen(figure)
-        return figure
+        return screen(draw(*args, **kwargs))
     return wrapper
+
+
+def screen(figure: Figure) -> Figure:
+    """``figure`` (one a notebook drew itself) made ready as every figure of this module is: each text with a CJK
+    fallback font, so Chinese labels draw (in that figure only), and sized for the screen (``_fit_screen``)."""
+    name = use_cjk_font()
+    if name is not None:
+        family = ["DejaVu Sans", name]  # a list: each glyph comes from the first font that has it
+        for text in _texts(figure):
+            text.set_fontfamily(family)
+        for ax in figure.axes:
+            ax.tick_params(labelfontfamily=family)
+    _fit_screen(figure)
+    return figure
 
 
 def _fit_screen(figure: Figure) -> None:
