@@ -7,6 +7,7 @@ meets is checked in Chinese: a shape table, an explorer, quiz and exercise feedb
 
 import ast
 import html
+import inspect
 import io
 import os
 import re
@@ -276,3 +277,109 @@ def test_a_chinese_notebooks_outputs_hold_no_untranslated_message(path):
     assert not found, (f"{path.name} shows package messages in English (re-execute it after `make messages`, "
                        f"or translate them): {found[:5]}")
 
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the package draws and labels for a Chinese reader: a figure's text cannot be read back from a PNG, so the
+# figures are made under the zh locale and every string matplotlib was given is read from its Text artists.
+
+ENGLISH_WORD = re.compile(r"[A-Za-z]{3,}")
+# Words that stay English in the Chinese edition: names (docs/glossary.md's rows whose 中文 is the English word,
+# models, libraries, units) and the symbols of the formulas (d_model, L_src).
+KEPT_WORDS = {"softmax", "FlashAttention", "RoPE", "SwiGLU", "RMSNorm", "LayerNorm", "ReLU", "GELU", "SiLU", "GPT",
+              "Adam", "FFN", "DDP", "FSDP", "ZeRO", "SDPA", "KiB", "MiB", "GiB", "GFLOPs", "FLOPs", "nats", "PAD",
+              "sos", "eos", "sep", "pad", "unk",
+              "view", "transpose", "exp", "max"}  # the last four: PyTorch's ops, as the code beside them writes them
+SYMBOL = re.compile(r"^[A-Za-z](?:_[A-Za-z0-9]+)?$|^d_[a-z]+$")
+
+
+def english_left(text: str) -> list[str]:
+    """The English words of a label a Chinese reader sees, beyond names and symbols."""
+    glossed = re.sub(r"（[^）]*）", " ", text)  # 键（key）: the English of a term, as the glossary's rule gives it
+    return [w for w in ENGLISH_WORD.findall(re.sub(r"\b[A-Za-z]+_[A-Za-z0-9]+\b", " ", glossed)) if w not in KEPT_WORDS]
+
+
+def drawn_texts(figure) -> list[str]:
+    """Every string a figure draws, tick labels aside (they are the caller's tokens and numbers)."""
+    viz = pytest.importorskip("walkthrough.viz")
+    return [t.get_text() for t in viz._texts(figure) if t.get_text().strip()]
+
+
+def test_english_left_sees_a_word_and_lets_names_and_symbols_be():
+    assert english_left("位置 position") == ["position"]
+    assert english_left("layer 0") == ["layer"]
+    assert english_left("softmax 之后的 d_model，L_src 与 GFLOPs，键（key）") == []
+
+
+def figure_calls():
+    """One call of each figure the package draws, with the caller's own words in Chinese: any English is the
+    package's."""
+    viz = pytest.importorskip("walkthrough.viz")
+    torch.manual_seed(0)
+    weights = torch.softmax(torch.randn(2, 3, 3), -1)  # [H, L_q, L_k]
+    series = {"训练损失": [3.0, 2.0, 1.5]}
+    return {
+        "attention_heads": lambda: viz.attention_heads(weights, ["一", "二", "三"], ["甲", "乙", "丙"]),
+        "mask_figure": lambda: viz.mask_figure({"因果掩码": wt.causal_mask(3)}, ["一", "二", "三"]),
+        "pe_figure": lambda: viz.pe_figure(20, 16),
+        "curve_figure": lambda: viz.curve_figure(series, title="训练"),
+        "lines_figure": lambda: viz.lines_figure([1, 2, 3], series, "步", "损失", title="训练"),
+        "bar_figure": lambda: viz.bar_figure(["一", "二"], [0.7, 0.3], title="候选"),
+        "split_chain_figure": lambda: viz.split_chain_figure(2, 4, 16, 2),
+        "head_slices_figure": lambda: viz.head_slices_figure(4, 16, 2),
+        "softmax_scale_figure": lambda: viz.softmax_scale_figure(64),
+        "sharing_figure": lambda: viz.sharing_figure(wt.cost.kv_sharing(8, 2)),
+        "cache_figure": lambda: viz.cache_figure(2, 3, 5),
+        "tile_grid_figure": lambda: viz.tile_grid_figure(32, 32, 16, 16, True),
+        "online_softmax_figure": lambda: viz.online_softmax_figure(torch.randn(32), 8),
+        "block_gaps_figure": lambda: viz.block_gaps_figure({"编码器": 1e-6, "解码器": 1e-5}, title="差距"),
+        "gradient_norms_figure": lambda: viz.gradient_norms_figure({"6 层": {"后归一化": [1.0, 2.0]}}),
+        "loss_runs_figure": lambda: viz.loss_runs_figure({"无预热": {"后归一化": [3.0, 2.0, 1.0] * 10}}, smooth=2),
+        "memory_figure": lambda: viz.memory_figure([10, 20], [1e6, 4e6], 2e6, 10, 32),
+        "memory_bars_figure": lambda: viz.memory_bars_figure({"权重": 1e6, "梯度": 1e6}, title="一步"),
+        "beam_tree_figure": lambda: viz.beam_tree_figure([([["三"], ["二"]], [-0.1, -0.5]),
+                                                          ([["三", "百"], ["二", "百"]], [-0.2, -0.9])]),
+        "next_token_figure": lambda: viz.next_token_figure(torch.tensor([0.6, 0.3, 0.1]),
+                                                           torch.tensor([0.7, 0.3, 0.0]), ["三", "百", "零"]),
+    }
+
+
+def test_every_figure_of_the_package_is_checked():
+    viz = pytest.importorskip("walkthrough.viz")
+    drawn = {name for name in dir(viz) if name.endswith("_figure") and callable(getattr(viz, name))}
+    assert drawn | {"attention_heads"} == set(figure_calls()), "viz.heatmap draws only the caller's words"
+
+
+@pytest.mark.parametrize("name", sorted(figure_calls()))
+def test_a_figures_text_is_chinese(chinese, name):
+    texts = drawn_texts(figure_calls()[name]())
+    assert texts, f"{name} draws no text to check"
+    left = {text: english_left(text) for text in texts if english_left(text)}
+    assert not left, f"viz.{name} draws English under the zh locale (wrap it in _(), then `make messages`): {left}"
+
+
+def no_argument_explorers():
+    widgets = pytest.importorskip("walkthrough.widgets")
+    return [getattr(widgets, name) for name in sorted(dir(widgets)) if name.endswith("_explorer")
+            and not [p for p in inspect.signature(getattr(widgets, name)).parameters.values()
+                     if p.default is inspect.Parameter.empty]]
+
+
+def test_an_explorers_controls_and_figures_are_chinese(chinese, monkeypatch):
+    """Every control's label, and every figure an explorer draws as it first renders, read by a Chinese student."""
+    widgets = pytest.importorskip("walkthrough.widgets")
+    figures = []
+    monkeypatch.setattr(widgets, "_output", lambda part, real=widgets._output: (
+        figures.append(part) if hasattr(part, "savefig") else None, real(part))[1])
+    made = no_argument_explorers()
+    assert len(made) >= 15
+    for make in made:
+        explorer = make()
+        labels = [c.description for c in explorer.controls]
+        english = [label for label in labels if not (CHINESE.search(label) or SYMBOL.match(label))]
+        assert not english, f"{make.__name__}: controls labelled in English (widgets.control_labels): {english}"
+        assert [explorer.control(c.keyword) for c in explorer.controls] == explorer.controls
+    texts = [text for figure in figures for text in drawn_texts(figure)]
+    assert texts
+    left = sorted({text for text in texts if english_left(text)})
+    assert not left, f"explorer figures draw English under the zh locale: {left}"

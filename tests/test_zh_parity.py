@@ -394,3 +394,61 @@ def test_first_use_rule_on_small_texts():
     assert first_use_problems("一批句子，键和值", terms) == [], "one-character forms are not checked"
     assert first_use_problems("在 meta设备（meta device）上", terms) == []
     assert first_use_problems("在 meta 设备上", terms)
+
+
+# --- one word for one term: the glossary's Chinese is the only rendering -----------------------------------------
+
+sys.path.insert(0, str(ROOT))
+from tests.test_i18n import PO, output_texts, read_catalog  # noqa: E402
+
+# Renderings once seen in the Chinese edition beside the glossary's, by the glossary's English. Each is searched
+# for as it is; the glossary's own form (前置归一化 holds no 前归一化) and the English inside a first use's brackets
+# (前置归一化（pre-norm）) are not uses of a variant.
+VARIANTS = {
+    "pre-norm": (r"(?<!置)前归一化", r"(?i)\bpre-?norm\b", r"前置层归一化"),
+    "post-norm": (r"(?<!置)后归一化", r"(?i)\bpost-?norm\b", r"后置层归一化"),
+    "stack": (r"堆栈", r"一叠层", r"(?i)\bstacks?\b"),
+    "logits": (r"逻辑值", r"对数概率值"),
+    "data parallel": (r"data parallel，DDP", r"(?i)\bdata parallel\b(?!）)"),
+}
+NOTEBOOK_NAMED = r"笔记本 ?\d"  # a notebook is 第 07 节 (the glossary's rule 4)
+BRACKETS = re.compile(r"（[^（）]*）|\([^()]*\)")
+
+
+def chinese_texts() -> dict[str, str]:
+    """What a Chinese reader reads, by where: each twin's prose and outputs, README.zh.md, docs/*.zh.md, the
+    catalog's Chinese. Code (blocks, spans) is left out: it is the same in both editions."""
+    texts = {f"zh/{p.name} prose": prose(zh_sync.read_notebook(p)) for p in TWINS}
+    texts |= {f"zh/{p.name} outputs": "\n".join(output_texts(nbformat.read(p, as_version=4))) for p in TWINS}
+    for path in [ROOT / "README.zh.md", *sorted((ROOT / "docs").glob("*.zh.md"))]:
+        text = re.sub(r"(?s)```.*?```", " ", path.read_text(encoding="utf-8"))
+        texts[str(path.relative_to(ROOT))] = re.sub(r"`[^`\n]*`|\]\([^)]*\)", " ", text)
+    texts[str(PO.relative_to(ROOT))] = "\n".join(re.sub(r"\{[^{}]*\}", " ", m.string) for m in read_catalog()
+                                                if m.id and m.string)  # placeholders are code
+    return texts
+
+
+def variants_used(text: str) -> list[str]:
+    """The variants (and 笔记本 NN) in a text, its brackets' English glosses aside."""
+    unglossed = BRACKETS.sub(lambda m: " " if re.search(r"[A-Za-z]", m.group()) else m.group(), text)
+    found = [f"{term}: {match.group()}" for term, patterns in VARIANTS.items() for pattern in patterns
+             for match in re.finditer(pattern, unglossed)]
+    return found + [f"notebook: {match.group()}" for match in re.finditer(NOTEBOOK_NAMED, text)]
+
+
+def test_every_variant_is_of_a_glossary_term():
+    english = {form for term in glossary() for form in term.english}
+    assert set(VARIANTS) <= english, sorted(set(VARIANTS) - english)
+
+
+def test_variants_used_finds_variants_and_lets_the_glossarys_word_be():
+    assert variants_used("前置归一化（pre-norm）和后置归一化，见第 07 节") == []
+    assert variants_used("前归一化、一叠层，见笔记本 07") == ["pre-norm: 前归一化", "stack: 一叠层",
+                                                         "notebook: 笔记本 0"]
+    assert variants_used("用 pre-norm 训练") == ["pre-norm: pre-norm"]
+
+
+def test_each_glossary_term_has_one_chinese_rendering():
+    found = {where: used for where, text in chinese_texts().items() if (used := variants_used(text))}
+    assert not found, ("docs/glossary.md gives one Chinese word per term; these use another (write the glossary's): "
+                       + "; ".join(f"{where}: {sorted(set(used))}" for where, used in found.items()))

@@ -64,6 +64,12 @@ def _(message: str) -> str:
     return _translation.gettext(message) if message else message
 
 
+def pgettext(context: str, message: str) -> str:
+    """``message`` in the chosen language, as it reads in ``context``: the same English word may need two Chinese
+    ones (a slider called "heads" is 头数, a shape's "heads" is 个头). Babel extracts it with its context."""
+    return _translation.pgettext(context, message)
+
+
 def N_(message: str) -> str:
     """Marks a message for extraction where it is defined; it is translated by ``_`` where it is shown."""
     return message

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .i18n import _
 from .steps import STEPS
 
 
@@ -25,6 +26,11 @@ class Row:
     shape: tuple[int, ...]
     dims: str
     meaning: str
+
+    @property
+    def shown_step(self) -> str:
+        """The step as a table shows it, in the reader's language (``step`` stays English: code finds rows by it)."""
+        return _(self.step)
 
 
 class Recorder:

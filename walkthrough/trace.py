@@ -375,8 +375,9 @@ class _Tracer:
             s in str(error) for s in ("item()", "no data", "cannot be converted to Scalar", "data-dependent",
                                       "nonzero"))
         if reads_values:
-            after = f" right after {self.last_op[0]} -> {list(self.last_op[1])}" if self.last_op else ""
-            op = self.failed_op or "a value read (.item(), bool(tensor), .tolist())"
+            after = _(" right after {op} -> {shape}").format(op=self.last_op[0], shape=list(self.last_op[1])) \
+                if self.last_op else ""
+            op = self.failed_op or _("a value read (.item(), bool(tensor), .tolist())")
             return TraceError(
                 _("in {where!r}: {op}{after} needs a tensor's values, and the meta device has shapes only "
                 "({text}). Data-dependent code (if x.sum() > 0, .item(), .tolist(), nonzero) cannot be traced: "
@@ -389,7 +390,7 @@ class _Tracer:
                 "Pass an argument that avoids it (e.g. is_causal=True instead of a mask PyTorch inspects), "
                 "or trace the submodules around it.").format(
                     where=where, failed_op=self.failed_op, text=text), self.failed_op, where)
-        op = self.failed_op or (self.last_op[0] if self.last_op else "an op")
+        op = self.failed_op or (self.last_op[0] if self.last_op else _("an op"))
         return TraceError(_("in {where!r}: {op} failed on the meta device: {text}").format(
             where=where, op=op, text=text), self.failed_op, where)
 
@@ -651,8 +652,8 @@ def trace_module(module: nn.Module, *inputs, **kwargs) -> tuple[Row, ...]:
             hint = _causal_flag_hint(module, kwargs) or (_mask_hint(kwargs) if error.reads_values else None)
             if hint is None:
                 raise
-            raise TraceError(f"{str(error).rstrip('.')}. {hint}", error.op, error.where,
-                             error.reads_values) from error
+            message = _("{error}. {hint}").format(error=str(error).rstrip(".。"), hint=hint)  # one sentence's end
+            raise TraceError(message, error.op, error.where, error.reads_values) from error
 
 
 def _causal_flag_hint(module: nn.Module, kwargs: dict) -> str | None:

@@ -76,17 +76,22 @@ def _cjk(draw):
     """
     @functools.wraps(draw)
     def wrapper(*args, **kwargs):
-        figure = draw(*args, **kwargs)
-        name = use_cjk_font()
-        if name is not None:
-            family = ["DejaVu Sans", name]  # a list: each glyph comes from the first font that has it
-            for text in _texts(figure):
-                text.set_fontfamily(family)
-            for ax in figure.axes:
-                ax.tick_params(labelfontfamily=family)
-        _fit_screen(figure)
-        return figure
+        return screen(draw(*args, **kwargs))
     return wrapper
+
+
+def screen(figure: Figure) -> Figure:
+    """``figure`` (one a notebook drew itself) made ready as every figure of this module is: each text with a CJK
+    fallback font, so Chinese labels draw (in that figure only), and sized for the screen (``_fit_screen``)."""
+    name = use_cjk_font()
+    if name is not None:
+        family = ["DejaVu Sans", name]  # a list: each glyph comes from the first font that has it
+        for text in _texts(figure):
+            text.set_fontfamily(family)
+        for ax in figure.axes:
+            ax.tick_params(labelfontfamily=family)
+    _fit_screen(figure)
+    return figure
 
 
 def _fit_screen(figure: Figure) -> None:
@@ -436,8 +441,9 @@ def _head_zero(owner: np.ndarray) -> str:
         if columns.size:
             spans.append((token, int(columns[0]), int(columns[-1])))
     if len({(first, last) for _head, first, last in spans}) == 1 and len(spans) == owner.shape[0]:
-        return f"every token, features {spans[0][1]}–{spans[0][2]}"
-    words = [f"token {t}: features {first}–{last}" for t, first, last in spans[:3]]
+        return _("every token, features {first}–{last}").format(first=spans[0][1], last=spans[0][2])
+    words = [_("token {token}: features {first}–{last}").format(token=t, first=first, last=last)
+             for t, first, last in spans[:3]]
     return "; ".join(words) + ("; …" if len(spans) > 3 else "")
 
 
@@ -548,9 +554,10 @@ def softmax_scale_figure(d_k: int, shown: int = 8, layout: str | None = "constra
     panels = fig.subplots(1, 2)
     key_names = [f"k{j}" for j in range(numbers.keys)]
     query_names = [f"q{i}" for i in range(shown)]
-    for ax, weights, title in ((panels[0], numbers.weights_unscaled, f"softmax(q·k), std {numbers.std_unscaled:.1f}"),
+    for ax, weights, title in ((panels[0], numbers.weights_unscaled,
+                                _("softmax(q·k), std {std:.1f}").format(std=numbers.std_unscaled)),
                                (panels[1], numbers.weights_scaled,
-                                f"softmax(q·k / √{d_k}), std {numbers.std_scaled:.1f}")):
+                                _("softmax(q·k / √{d_k}), std {std:.1f}").format(d_k=d_k, std=numbers.std_scaled))):
         heatmap(weights[:shown], query_names, key_names, title=title, ax=ax, cmap="Blues", vmin=0, vmax=1,
                 colorbar=False, xlabel=N_("key"), ylabel=N_("query"))
     if layout is None:  # before the colorbar, which takes its room from the panels as they are placed
@@ -585,16 +592,18 @@ def cache_figure(layers: int, step: int, src_len: int, max_step: int = 64, max_s
     cells = earlier.expand(layers, step, 3).clone()  # [layers, t, RGB]: cached at earlier steps
     cells[:, -1] = new  # this step's key/value
     for ax, picture, span, title in (
-            (grow, cells, max_step, f"self-attention K, V: t = {step} (this step's in orange)"),
-            (fixed, memory.expand(layers, src_len, 3), max_src, f"cross-attention K, V: L_src = {src_len}, fixed")):
+            (grow, cells, max_step, _("self-attention K, V: t = {step} (this step's in orange)").format(step=step)),
+            (fixed, memory.expand(layers, src_len, 3), max_src,
+             _("cross-attention K, V: L_src = {src_len}, fixed").format(src_len=src_len))):
         ax.imshow(picture.numpy(), aspect="auto", extent=(0, picture.size(1), layers, 0))
         ax.set_xlim(0, span)
         ax.set_xticks(range(0, span + 1, span // 4))
         ax.set_xticks(range(picture.size(1)), minor=True)
         ax.grid(which="minor", axis="x", color="white", linewidth=0.5)
-        ax.set_yticks([i + 0.5 for i in range(layers)], [f"layer {i}" for i in range(layers)], fontsize=MIN_FONT_PT)
+        ax.set_yticks([i + 0.5 for i in range(layers)], [_("layer {index}").format(index=i) for i in range(layers)],
+                      fontsize=MIN_FONT_PT)
         ax.set_title(title, fontsize=9)
-        ax.set_xlabel("position")
+        ax.set_xlabel(_("position"))
     fixed.set_yticks([])
     figure.subplots_adjust(left=0.09, right=0.98, bottom=0.55 / height, top=1 - 0.3 / height, wspace=0.05)
     return figure

@@ -39,7 +39,7 @@ from .distributed import check_global_batch, rank_memory, ring_all_reduce_bytes,
 from .flash import flash_tiles
 from .gpt import GPT
 from .gradients import GradientTable, parameter_gradients, trace_gradients
-from .i18n import _, ljust
+from .i18n import _, ljust, pgettext
 from .language_model import prompt_ids
 from .masks import causal_mask, padding_mask
 from .memory import crossover_length, training_memory
@@ -67,19 +67,46 @@ def slider(name: str, value: int, low: int, high: int, step: int = 1) -> widgets
                              layout=widgets.Layout(width=CONTROLS_WIDTH))
 
 
+def control_labels() -> dict[str, str]:
+    """What each control is called on screen in the reader's language, by its name: the keyword ``render``
+    receives its value by, and its label in English. A name that is a formula's symbol (d_model, L_q) has no entry:
+    it reads the same in both."""
+    return {
+        "batch": pgettext("control", "batch"), "src_len": pgettext("control", "src_len"),
+        "tgt_len": pgettext("control", "tgt_len"), "len_1": pgettext("control", "len_1"),
+        "len_2": pgettext("control", "len_2"), "len_3": pgettext("control", "len_3"),
+        "length": pgettext("control", "length"), "heads": pgettext("control", "heads"),
+        "kv_heads": pgettext("control", "kv_heads"), "layers": pgettext("control", "layers"),
+        "vocab": pgettext("control", "vocab"), "vocabulary": pgettext("control", "vocabulary"),
+        "number": pgettext("control", "number"), "phrase": pgettext("control", "phrase"),
+        "beam": pgettext("control", "beam"), "step": pgettext("control", "step"),
+        "causal": pgettext("control", "causal"), "block_q": pgettext("control", "block_q"),
+        "block_k": pgettext("control", "block_k"), "world_size": pgettext("control", "world_size"),
+        "temperature": pgettext("control", "temperature"), "top_k": pgettext("control", "top_k"),
+        "top_p": pgettext("control", "top_p"), "norm": pgettext("control", "norm"),
+        "activation": pgettext("control", "activation"), "positions": pgettext("control", "positions"),
+        "rope_base": pgettext("control", "rope_base"), "tied": pgettext("control", "tied"),
+    }
+
+
 class Explorer(widgets.VBox):
     """One slide of a 1366x768 screen: the question on top; under it the controls in a column and, beside them,
     the answer first (the text ``render`` returns: numbers, a verdict, a summary), then what it draws (figures
     and tables, side by side where they fit). A table taller than ``TABLE_MAX_HEIGHT`` scrolls in its own box,
     so no move pushes the answer or the controls off the screen.
 
-    ``controls``: the value widgets, each named by its ``description``; ``outputs``: one output
+    ``controls``: the value widgets, each named by its ``keyword`` (the ``description`` it was made with; the
+    label it shows is ``control_labels()``'s, in the reader's language); ``outputs``: one output
     area per part ``render`` returned, in its order. ``control(name)`` finds a control, ``text()`` is what the
     outputs show (for tests).
     """
 
     def __init__(self, controls: Sequence[widgets.Widget], question: str):
         self.controls = list(controls)
+        labels = control_labels()
+        for w in self.controls:  # made with its name as description: keep the name, show the label
+            w.keyword = w.description
+            w.description = labels.get(w.keyword, w.keyword)
         self.outputs: list[widgets.Output] = []
         self._answer = widgets.VBox(layout=widgets.Layout(flex="0 0 auto"))
         self._drawn = widgets.Box(layout=widgets.Layout(display="flex", flex_flow="row wrap",
@@ -93,10 +120,10 @@ class Explorer(widgets.VBox):
 
     def control(self, name: str) -> widgets.Widget:
         for w in self.controls:
-            if w.description == name:
+            if name in (w.keyword, w.description):
                 return w
         raise KeyError(_("no control named {name!r}; the controls are {names}").format(
-            name=name, names=[w.description for w in self.controls]))
+            name=name, names=[w.keyword for w in self.controls]))
 
     def set_outputs(self, parts: Sequence[dict]) -> None:
         """Put one display output in each output area (adding areas as needed, emptying the rest): text in the
@@ -128,7 +155,7 @@ class Explorer(widgets.VBox):
 
 def explorer(controls: list[widgets.Widget], render: Callable[..., object], question: str = "") -> Explorer:
     """Controls beside an output area, under a "predict first" ``question``; ``render(**values)`` runs on every
-    change (values keyed by each control's ``description``) and what it returns (one object or a tuple,
+    change (values keyed by each control's name) and what it returns (one object or a tuple,
     shown in that order, left to right) replaces the output.
 
     Any exception, from ``render`` or from drawing what it returned, becomes a one-line message in
@@ -142,7 +169,7 @@ def explorer(controls: list[widgets.Widget], render: Callable[..., object], ques
         gc.disable()  # no full collection in the middle of a move (they cost 100-300 ms in a notebook's kernel)
         torch.set_num_threads(1)  # tensors this small gain nothing from threads, and on a busy server
         try:                      # waiting for a second one cost up to a second per move
-            box.set_outputs(_display(render, {w.description: w.value for w in box.controls}))
+            box.set_outputs(_display(render, {w.keyword: w.value for w in box.controls}))
         finally:
             torch.set_num_threads(threads)
             if collecting:
