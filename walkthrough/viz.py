@@ -15,19 +15,20 @@ import functools
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
 import torch
-from matplotlib import colormaps, font_manager
+from matplotlib import colormaps, font_manager, rcParams
 from matplotlib.axis import Axis
 from matplotlib.colors import ListedColormap, to_rgb
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Rectangle
 from matplotlib.text import Text
-from matplotlib.ticker import FixedLocator
+from matplotlib.ticker import FixedFormatter, FixedLocator, LogFormatter, NullFormatter, ScalarFormatter
 
 from .config import ModelConfig, check_positive_int
 from .embedding import sinusoidal_table
@@ -40,11 +41,22 @@ MASKED_COLOUR = "#c8c8c8"  # blocked cells: grey and hatched, so a masked cell n
 PROBABILITY = N_("probability (attention weight)")
 NEAR_ONE_HOT = 0.9  # a softmax row whose largest weight is above this attends to one key only
 # Figures are sized for the screen they are taught on, a 1366x768 projector, not for print: a PNG of SCREEN_DPI
-# pixels per inch no wider than SCREEN_WIDTH_IN fits a notebook's output area unscaled, so text of MIN_FONT_PT
-# points shows at MIN_FONT_PT * SCREEN_DPI / 72 = 12.5 px, what the back of a room can read.
+# pixels per inch no wider than SCREEN_WIDTH_IN fits unscaled where a notebook shows it on that screen (measured in
+# Chromium with the shipped settings: a cell's output area is 1186 px wide, 1205 in Deck mode; an explorer's figures,
+# beside its controls, get 932 and 951: EXPLORER_WIDTH_PX is the narrower), so text of MIN_FONT_PT points shows at
+# MIN_FONT_PT * SCREEN_DPI / 72 = 14.6 px, what the back of a room can read (``shown_px`` computes it for any figure).
 SCREEN_DPI = 100
-SCREEN_WIDTH_IN = 9.0  # a notebook output area at 1366 px is about 920 px wide: wider figures are scaled down
-MIN_FONT_PT = 9
+SCREEN_WIDTH_IN = 9.0
+EXPLORER_WIDTH_PX = 932
+MIN_FONT_PT = 10.5
+MIN_TEXT_PX = 14  # the smallest text a figure may show on the projector
+
+
+def shown_px(font_pt: float, figure: Figure, width_px: float = EXPLORER_WIDTH_PX) -> float:
+    """How tall text of ``font_pt`` points shows, in screen pixels, in ``figure`` drawn at its dpi and shown at most
+    ``width_px`` wide (a browser scales a wider image down to fit): points / 72 * dpi * the scale."""
+    natural = figure.get_figwidth() * figure.dpi
+    return font_pt / 72 * figure.dpi * min(1.0, width_px / natural)
 
 
 @functools.cache
@@ -69,10 +81,13 @@ def use_cjk_font() -> str | None:
 
 
 def _cjk(draw):
-    """Give every text of the figure ``draw`` returns a CJK fallback font (that figure only, no global setting),
-    and size the figure for the screen (``_fit_screen``).
+    """Give every text of the figure ``draw`` returns that needs one a CJK fallback font (that figure only, no
+    global setting), and size the figure for the screen (``_fit_screen``).
 
-    Tick labels are made when the figure is drawn, so their font goes through ``tick_params``.
+    Only texts with a character DejaVu Sans lacks get the fallback: laying out a text with a fallback font costs
+    several milliseconds more when it is drawn, which an explorer pays for every label on every move. Tick labels
+    are made when the figure is drawn, so their font goes through ``tick_params``, for an axis whose labels were
+    given (numbers need no fallback).
     """
     @functools.wraps(draw)
     def wrapper(*args, **kwargs):
@@ -81,17 +96,45 @@ def _cjk(draw):
 
 
 def screen(figure: Figure) -> Figure:
-    """``figure`` (one a notebook drew itself) made ready as every figure of this module is: each text with a CJK
-    fallback font, so Chinese labels draw (in that figure only), and sized for the screen (``_fit_screen``)."""
+    """``figure`` (one a notebook drew itself) made ready as every figure of this module is: each text that has a
+    character DejaVu Sans lacks gets a CJK fallback font, so Chinese labels draw (in that figure only), and the
+    figure is sized for the screen (``_fit_screen``)."""
     name = use_cjk_font()
     if name is not None:
         family = ["DejaVu Sans", name]  # a list: each glyph comes from the first font that has it
         for text in _texts(figure):
-            text.set_fontfamily(family)
+            if _needs_fallback(text.get_text()):
+                text.set_fontfamily(family)
         for ax in figure.axes:
-            ax.tick_params(labelfontfamily=family)
+            for axis, which in ((ax.xaxis, "x"), (ax.yaxis, "y")):
+                if _labels_need_fallback(axis):
+                    ax.tick_params(axis=which, labelfontfamily=family)
     _fit_screen(figure)
     return figure
+
+
+@functools.cache
+def _latin_glyphs() -> frozenset[int]:
+    """The characters DejaVu Sans (matplotlib's own font) draws."""
+    return frozenset(font_manager.get_font(font_manager.findfont("DejaVu Sans")).get_charmap())
+
+
+def _needs_fallback(text: str) -> bool:
+    glyphs = _latin_glyphs()
+    return any(ord(character) not in glyphs for character in text if not character.isspace())
+
+
+def _labels_need_fallback(axis: Axis) -> bool:
+    """Whether an axis's tick labels may need the CJK font: labels given by hand that have a character DejaVu Sans
+    lacks; numbers drawn by a numeric formatter never do, and any other formatter is assumed to."""
+    formatter = axis.get_major_formatter()
+    if isinstance(formatter, (ScalarFormatter, LogFormatter, NullFormatter)):
+        return False
+    labels = formatter.seq if isinstance(formatter, FixedFormatter) else None
+    given = getattr(formatter, "func", None)  # set_ticklabels keeps its labels as {tick: label} in a partial
+    if isinstance(given, functools.partial) and given.args and isinstance(given.args[0], dict):
+        labels = given.args[0].values()
+    return labels is None or any(_needs_fallback(str(label)) for label in labels)
 
 
 def _fit_screen(figure: Figure) -> None:
@@ -105,8 +148,9 @@ def _fit_screen(figure: Figure) -> None:
         if text.get_fontsize() < MIN_FONT_PT:
             text.set_fontsize(MIN_FONT_PT)
     for ax in figure.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            if axis.get_tick_params().get("labelsize", MIN_FONT_PT) < MIN_FONT_PT:
+        for axis, name in ((ax.xaxis, "xtick"), (ax.yaxis, "ytick")):
+            size = axis.get_tick_params().get("labelsize", rcParams[f"{name}.labelsize"])  # "medium": rc's default
+            if FontProperties(size=size).get_size_in_points() < MIN_FONT_PT:
                 axis.set_tick_params(labelsize=MIN_FONT_PT)
             if isinstance(axis.get_major_locator(), FixedLocator):  # labels given by hand: their ticks exist
                 for label in axis.get_ticklabels():
@@ -167,6 +211,8 @@ def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | Non
     blocked cells, and NaN cells, are drawn grey and hatched, so a masked cell never looks like a low
     score. ``colorbar_label`` names what the colour means (for attention: ``viz.PROBABILITY``). Title and labels
     are shown through ``_``: the package's own (marked ``N_``) in the language ``wt.set_language`` chose.
+    Drawing into an ``ax`` that ``heatmap`` drew before updates that picture in place (an explorer's move: its
+    image, ticks and colour bar are reused, none made again).
     """
     data = _as_numpy(matrix)
     blocked = np.isnan(data)
@@ -179,32 +225,74 @@ def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | Non
     if ax is None:
         fig = Figure(figsize=(min(1.6 + 0.55 * n_cols, SCREEN_WIDTH_IN), min(1.2 + 0.45 * n_rows, 9)), layout=layout)
         ax = fig.add_subplot()
-    if blocked.any():  # the image leaves NaN cells transparent: this hatched sheet shows through them
-        ax.add_patch(Rectangle((-0.5, -0.5), n_cols, n_rows, facecolor=MASKED_COLOUR, edgecolor="#808080",
-                               hatch="//", linewidth=0, zorder=0))
-    image = ax.imshow(data, cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax, interpolation="nearest", zorder=1)
+    drawn = getattr(ax, "_walkthrough_heatmap", None)
+    if drawn is None:  # the sheet under the image shows through NaN cells, which the image leaves transparent
+        sheet = ax.add_patch(Rectangle((-0.5, -0.5), n_cols, n_rows, facecolor=MASKED_COLOUR, edgecolor="#808080",
+                                       hatch="//", linewidth=0, zorder=0))
+        image = ax.imshow(data, cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax, interpolation="nearest", zorder=1)
+        drawn = ax._walkthrough_heatmap = _Heatmap(image, sheet)
+    else:  # drawn here before (an explorer's move): the same artists take the new data, nothing is made again
+        drawn.image.set_data(data)
+        drawn.image.set_cmap(cmap)
+        drawn.image.set_clim(np.nanmin(data) if vmin is None else vmin, np.nanmax(data) if vmax is None else vmax)
+        drawn.image.set_extent((-0.5, n_cols - 0.5, n_rows - 0.5, -0.5))
+        drawn.sheet.set_bounds(-0.5, -0.5, n_cols, n_rows)
+        for text in drawn.annotations:
+            text.remove()
+        drawn.annotations.clear()
+    image = drawn.image
+    drawn.sheet.set_visible(bool(blocked.any()))
     for labels, axis, size in ((rows, ax.yaxis, n_rows), (cols, ax.xaxis, n_cols)):
         if labels is not None:
             if len(labels) != size:
                 raise ValueError(_("{count} labels for {size} rows/columns: give one label each").format(
                     count=len(labels), size=size))
-            axis.set_ticks(range(size))
             slanted = axis is ax.xaxis and max(len(label) for label in labels) > 3  # long words would overlap
-            axis.set_ticklabels(list(labels), **({"rotation": 45, "ha": "right"} if slanted else {}))
+            every = _label_step(ax, axis is ax.xaxis, slanted, size, labels)
+            axis.set_ticks(range(0, size, every))
+            axis.set_ticklabels(list(labels)[::every], **({"rotation": 45, "ha": "right"} if slanted else
+                                                         {"rotation": 0, "ha": "center" if axis is ax.xaxis else
+                                                          "right"}))
     if annotate:
         for i, j in zip(*np.nonzero(~np.isnan(data))):
             red, green, blue, _alpha = image.cmap(image.norm(data[i, j]))
             dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5  # perceived brightness of the cell
-            ax.text(j, i, fmt.format(data[i, j]), ha="center", va="center", fontsize=MIN_FONT_PT,
-                    color="white" if dark else "black")
+            drawn.annotations.append(ax.text(j, i, fmt.format(data[i, j]), ha="center", va="center",
+                                             fontsize=MIN_FONT_PT, color="white" if dark else "black"))
     ax.set_title(_(title), y=1.0)  # a fixed place: finding one clear of the ticks costs more than the picture
     ax.set_xlabel(_(xlabel))
     ax.set_ylabel(_(ylabel))
     if colorbar:
         note = _("hatched = masked") if blocked.any() else ""
         label = "\n".join(part for part in (_(colorbar_label), note) if part)
-        ax.figure.colorbar(image, ax=ax, shrink=0.8, label=label)
+        if drawn.colorbar is None:
+            drawn.colorbar = ax.figure.colorbar(image, ax=ax, shrink=0.8, label=label)
+        else:
+            drawn.colorbar.set_label(label)
     return ax.figure
+
+
+def _label_step(ax, x: bool, slanted: bool, count: int, labels: Sequence[str]) -> int:
+    """Label every cell, or every 2nd, 3rd, ... where ``count`` labels at the projector's size would overlap along
+    the axis: an upright label along x takes its text's width, a label on y a line's height, a slanted one a line's
+    height times √2."""
+    box = ax.get_position()
+    length_in = box.width * ax.figure.get_figwidth() if x else box.height * ax.figure.get_figheight()
+    if x and not slanted:
+        needed = max(_text_width_in(str(label), MIN_FONT_PT) for label in labels) + 0.08
+    else:
+        needed = 1.25 * MIN_FONT_PT / 72 * (math.sqrt(2) if slanted else 1)
+    return max(1, math.ceil(needed * count / length_in)) if length_in > 0 else 1
+
+
+@dataclass
+class _Heatmap:
+    """What ``heatmap`` drew into an axes, kept on it so that drawing into it again updates these in place."""
+
+    image: object
+    sheet: Rectangle
+    colorbar: object = None
+    annotations: list = field(default_factory=list)
 
 
 @_cjk
@@ -244,47 +332,73 @@ def attention_heads(weights: torch.Tensor, query_tokens: Sequence[str], key_toke
     return fig
 
 
+def _reused(into: Figure | None, kind: str, shape) -> Figure | None:
+    """``into`` if it is a figure the function ``kind`` drew with panels of this ``shape``, so it can be drawn again
+    in place (an explorer's move); else None, and the caller makes a new figure."""
+    return into if into is not None and getattr(into, "_walkthrough_drawn", None) == (kind, shape) else None
+
+
+def _mark(figure: Figure, kind: str, shape) -> Figure:
+    figure._walkthrough_drawn = (kind, shape)
+    return figure
+
+
 @_cjk
 def mask_figure(masks: dict[str, torch.Tensor], tokens: Sequence[str], key_tokens: Sequence[str] | None = None,
-                annotate: bool = True, layout: str | None = "constrained") -> Figure:
+                annotate: bool = True, layout: str | None = "constrained", into: Figure | None = None) -> Figure:
     """Several [L_q, L_k] masks side by side: dark = 1, light = 0, each cell printed as 1/0 when ``annotate``
-    so the convention is explicit (the titles say which convention each mask follows)."""
-    fig = Figure(figsize=(3.4 * len(masks), 3.2), layout=layout)
-    for ax, (title, mask) in zip(fig.subplots(1, len(masks), squeeze=False).flat, masks.items()):
+    so the convention is explicit (the titles say which convention each mask follows).
+
+    ``into``: a figure this function drew before with as many masks, drawn again in place (an explorer's move)."""
+    fig = _reused(into, "mask", (len(masks), annotate, layout))
+    if fig is None:
+        fig = _mark(Figure(figsize=(3.4 * len(masks), 3.2), layout=layout), "mask", (len(masks), annotate, layout))
+        fig.subplots(1, len(masks), squeeze=False)
+        if layout is None:
+            fig.subplots_adjust(left=0.08, right=0.98, bottom=0.2, top=0.84, wspace=0.35)
+        if not annotate:
+            fig.suptitle(_("dark = 1, light = 0"), fontsize=9)
+    for ax, (title, mask) in zip(fig.axes, masks.items()):
         heatmap(mask.int(), tokens, key_tokens or tokens, title=title, ax=ax, cmap="Greys", annotate=annotate,
                 fmt="{:.0f}", xlabel=N_("key (attended to)"), ylabel=N_("query"), vmin=0, vmax=1.6, colorbar=False)
-    if layout is None:
-        fig.subplots_adjust(left=0.08, right=0.98, bottom=0.2, top=0.84, wspace=0.35)
-    if not annotate:
-        fig.suptitle(_("dark = 1, light = 0"), fontsize=9)
     return fig
 
 
 @_cjk
-def pe_figure(length: int, d_model: int, layout: str | None = "constrained") -> Figure:
+def pe_figure(length: int, d_model: int, layout: str | None = "constrained", into: Figure | None = None) -> Figure:
     """The PE table [length, d_model] as a heatmap, and four of its sine columns (from 0 to D/2) as curves.
 
     Columns 2i and 2i+1 share the frequency 1 / 10000^(2i/D): the curves name both the column and i.
+    ``into``: a figure this function drew before, drawn again in place (an explorer's move).
     """
     check_positive_int("length", length)
     check_positive_int("d_model", d_model)
     columns = sorted({2 * (d_model * share // 16) for share in (0, 1, 2, 4)})
     table = sinusoidal_table(length, d_model)  # [L, D]
-    fig = Figure(figsize=(11, 3.6), layout=layout)
-    left, right = fig.subplots(1, 2, width_ratios=(1.4, 1))
+    fig = _reused(into, "pe", layout)
+    if fig is None:
+        fig = _mark(Figure(figsize=(11, 3.6), layout=layout), "pe", layout)
+        fig.subplots(1, 2, width_ratios=(1.15, 1))  # the right panel as wide as its title
+        if layout is None:
+            fig.subplots_adjust(left=0.09, right=0.98, bottom=0.15, top=0.9, wspace=0.3)
+    left, right = fig.axes[:2]
     heatmap(table, title=_("PE table [{length}, {d_model}]").format(length=length, d_model=d_model), ax=left,
             cmap="RdBu", vmin=-1, vmax=1, xlabel=N_("feature index (columns 2i, 2i+1 share a frequency)"),
             ylabel=N_("position"), colorbar_label=N_("PE value"))
+    for line in list(right.lines):  # the curves of a move before: a line is cheap, the axes and ticks are kept
+        line.remove()
+    right.set_prop_cycle(None)  # the same colours as a figure drawn from nothing
     for column in columns:
         if column < d_model:
             right.plot(table[:, column].numpy(), label=_("column {column} (i = {i})").format(column=column,
                                                                                               i=column // 2))
+    right.relim()
+    right.autoscale_view()
+    right.set_yticks([-1, 0, 1])  # a sine's range: three labels say it, nine cost a move three times the drawing
     right.set_xlabel(_("position"))
     right.set_ylabel(_("PE value"))
     right.set_title(_("low columns wiggle fast, high ones slowly"), y=1.0)
     right.legend(fontsize=MIN_FONT_PT, loc="lower left")
-    if layout is None:
-        fig.subplots_adjust(left=0.07, right=0.98, bottom=0.15, top=0.9, wspace=0.25)
     return fig
 
 
@@ -408,7 +522,7 @@ def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
               f"transpose(1, 2)  [B, H, L, d_k]\n{list(moved.shape)}")
     sides = ((f"D = {d_model}", f"L = {length}"),
              (_("H = {heads} pieces of d_k = {d_k}").format(heads=heads, d_k=d_k), f"L = {length}"),
-             (_("H = {heads} heads, each [L, d_k] = [{length}, {d_k}]").format(heads=heads, length=length, d_k=d_k),
+             (_("H = {heads} heads,\neach [L, d_k] = [{length}, {d_k}]").format(heads=heads, length=length, d_k=d_k),
               ""))
     for ax, image, title, (across, down) in zip(axes, images, titles, sides):
         ax.imshow(image, aspect="auto", interpolation="nearest")
@@ -420,17 +534,28 @@ def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
         for step in (1, 2):  # the other B - 1 sentences, stacked behind this one
             ax.add_patch(Rectangle((0.02 * step, 0.03 * step), 1, 1, transform=ax.transAxes, clip_on=False,
                                    facecolor="#eeeeee", edgecolor="#999999", zorder=-step))
+    # a head's block is d_k of the grid's columns: "head 10" where it fits in one, else the number alone
+    block_in = size[0] * 0.95 * 1 / 3.3 * d_k / images[2].shape[1]  # the third panel's share of the width, roughly
+    named = all(_text_width_in(_("head {head}").format(head=h), MIN_FONT_PT) < 0.9 * block_in for h in range(heads))
     for h in range(heads):  # the grid's pixels: each token row is 4 tall (see _rows_apart)
         row, col = divmod(h, columns)
         axes[2].text(col * (d_k + column_gap) + d_k / 2 - 0.5, 4 * (row * (length + row_gap) + length / 2) - 0.5,
-                     _("head {head}").format(head=h), ha="center", va="center", fontsize=MIN_FONT_PT, color="white",
-                     bbox={"facecolor": "black", "alpha": 0.55, "linewidth": 0, "pad": 1})
+                     _("head {head}").format(head=h) if named else str(h), ha="center", va="center",
+                     fontsize=MIN_FONT_PT, color="white", bbox={"facecolor": "black", "alpha": 0.55, "linewidth": 0,
+                                                                 "pad": 1})
     fig.supxlabel(_("one of the B = {batch} sentences drawn; the sheets behind it stand for the others").format(
         batch=batch),
                   fontsize=MIN_FONT_PT)
-    if layout is None:
-        fig.subplots_adjust(left=0.03, right=0.98, bottom=0.16, top=0.8, wspace=0.15)
+    if layout is None:  # margins in inches: the two-line labels under the panels, the two-line titles above
+        fig.subplots_adjust(left=0.3 / size[0], right=1 - 0.15 / size[0], bottom=0.85 / size[1],
+                            top=1 - 0.5 / size[1], wspace=0.15)
     return fig
+
+
+def _text_width_in(text: str, font_pt: float) -> float:
+    """About how wide ``text`` draws at ``font_pt`` points, in inches: DejaVu Sans's letters and digits average
+    0.62 em, a Chinese character is 1 em."""
+    return sum(1.0 if _needs_fallback(character) else 0.62 for character in text) * font_pt / 72
 
 
 def _head_zero(owner: np.ndarray) -> str:
@@ -613,7 +738,7 @@ def cache_figure(layers: int, step: int, src_len: int, max_step: int = 64, max_s
 
 TILE_KINDS = (N_("skipped"), N_("computed"), N_("partly masked"))
 TILE_COLOURS = (MASKED_COLOUR, "#4c72b0", "#dd8452")
-PROJECTOR_TEXT = 12  # points: 12 px at the explorers' 72 dpi, the smallest text that reads at the back of a room
+PROJECTOR_TEXT = 12  # points: 16.7 px at SCREEN_DPI, for the explorers' figures that are shown beside controls
 
 
 def tile_kinds(L_q: int, L_k: int, block_q: int, block_k: int, causal: bool) -> np.ndarray:
@@ -627,13 +752,20 @@ def tile_kinds(L_q: int, L_k: int, block_q: int, block_k: int, causal: bool) -> 
 
 @_cjk
 def tile_grid_figure(L_q: int, L_k: int, block_q: int = 16, block_k: int = 16, causal: bool = True,
-                     layout: str | None = "constrained", size: tuple[float, float] = (4.4, 4.0)) -> Figure:
+                     layout: str | None = "constrained", size: tuple[float, float] = (4.4, 4.0),
+                     into: Figure | None = None) -> Figure:
     """The [L_q, L_k] score matrix cut into block_q × block_k tiles, each coloured by what flash_attention does
     with it: computed, computed with the causal mask inside (the diagonal crosses it), or skipped.
-    ``size``: the figure's (width, height) in inches."""
+    ``size``: the figure's (width, height) in inches; ``into``: a figure this function drew before at that size,
+    drawn again in place (an explorer's move: the axes and ticks are kept, the tiles and the legend made anew)."""
     kinds = tile_kinds(L_q, L_k, block_q, block_k, causal)
-    fig = Figure(figsize=size, layout=layout)
-    ax = fig.add_subplot()
+    fig = _reused(into, "tiles", (layout, tuple(size)))
+    if fig is None:
+        fig = _mark(Figure(figsize=size, layout=layout), "tiles", (layout, tuple(size)))
+        fig.add_subplot().tick_params(labelsize=PROJECTOR_TEXT)
+    ax = fig.axes[0]
+    for artist in [*ax.collections, *ax.lines]:  # the tiles and the diagonal of a move before
+        artist.remove()
     ax.pcolormesh([*range(0, L_k, block_k), L_k], [*range(0, L_q, block_q), L_q], kinds,
                   cmap=ListedColormap(TILE_COLOURS), vmin=-0.5, vmax=2.5, edgecolors="white",
                   linewidth=1.5 if kinds.size <= 400 else 0.3)
@@ -644,21 +776,26 @@ def tile_grid_figure(L_q: int, L_k: int, block_q: int = 16, block_k: int = 16, c
     ax.set_ylim(L_q, 0)  # query 0 on top, as in every attention heatmap
     computed = int((kinds > 0).sum())
     skipped = _(", {count} skipped").format(count=kinds.size - computed) if causal else ""
-    ax.set_title(_("{computed} of {total} tiles computed{skipped}").format(computed=computed, total=kinds.size,
-                                                                          skipped=skipped), fontsize=PROJECTOR_TEXT)
+    title = _("{computed} of {total} tiles computed{skipped}").format(computed=computed, total=kinds.size,
+                                                                      skipped=skipped)
+    if _text_width_in(title, PROJECTOR_TEXT) > size[0] - 0.6:  # wider than centred over the axes fits: 2 lines
+        title = _("{computed} of {total} tiles computed{skipped}").format(
+            computed=computed, total=kinds.size, skipped="") + "\n" + skipped.lstrip(",， ")
+    ax.set_title(title, fontsize=PROJECTOR_TEXT)
     ax.set_xlabel(_("key (L_k = {L_k}, blocks of {block_k})").format(L_k=L_k, block_k=block_k), fontsize=PROJECTOR_TEXT)
-    ax.set_ylabel(_("query (L_q = {L_q}, blocks of {block_q})").format(L_q=L_q, block_q=block_q),
+    ax.set_ylabel(_("query\n(L_q = {L_q}, blocks of {block_q})").format(L_q=L_q, block_q=block_q),
                   fontsize=PROJECTOR_TEXT)
-    ax.tick_params(labelsize=PROJECTOR_TEXT)
     shown = [kind for kind in range(3) if (kinds == kind).any()]
     columns = len(shown) if size[0] >= 4.2 else 2  # the three names need about 4 inches side by side
+    legend_rows = math.ceil(len(shown) / columns)
+    top, bottom = (0.3 + 0.2 * title.count("\n")), 0.75 + 0.25 * legend_rows  # margins in inches
     ax.legend([Rectangle((0, 0), 1, 1, facecolor=TILE_COLOURS[kind]) for kind in shown],
-              [_(TILE_KINDS[kind]) for kind in shown], loc="upper center", bbox_to_anchor=(0.5, -0.17),
-              ncols=columns, fontsize=PROJECTOR_TEXT, frameon=False, handlelength=1, columnspacing=1)
+              [_(TILE_KINDS[kind]) for kind in shown], loc="upper center",
+              bbox_to_anchor=(0.5, -0.58 / (size[1] - top - bottom)),  # 0.58 in under the axes: below the key label
+              ncols=columns, fontsize=MIN_FONT_PT, frameon=False, handlelength=1, columnspacing=1)
     if layout is None:  # margins in inches, so any size keeps its labels and legend
-        legend_rows = math.ceil(len(shown) / columns)
-        fig.subplots_adjust(left=0.75 / size[0], right=1 - 0.15 / size[0], top=1 - 0.3 / size[1],
-                            bottom=(0.75 + 0.25 * legend_rows) / size[1])
+        fig.subplots_adjust(left=0.95 / size[0], right=1 - 0.15 / size[0], top=1 - top / size[1],
+                            bottom=(bottom + 0.1) / size[1])
     return fig
 
 
@@ -682,14 +819,25 @@ def running_softmax(scores: torch.Tensor, block_k: int) -> list[tuple[int, float
 
 @_cjk
 def online_softmax_figure(scores: torch.Tensor, block_k: int, layout: str | None = "constrained",
-                          size: tuple[float, float] = (8.4, 3.8)) -> Figure:
+                          size: tuple[float, float] = (8.4, 3.8), into: Figure | None = None) -> Figure:
     """One query row's scores [L_k] arriving in blocks of ``block_k`` keys: the running max m over the scores
     (left), the running sum l = Σ exp(score - m) after each block (right), next to the exact values they end at.
-    ``size``: the figure's (width, height) in inches."""
+    ``size``: the figure's (width, height) in inches; ``into``: a figure this function drew before at that size,
+    drawn again in place (an explorer's move: the axes and ticks are kept, the lines and legends made anew)."""
     history = running_softmax(scores, block_k)
     ends, maxima, sums = zip(*history)
-    fig = Figure(figsize=size, layout=layout)
-    left, right = fig.subplots(1, 2)
+    fig = _reused(into, "online softmax", (layout, tuple(size)))
+    if fig is None:
+        fig = _mark(Figure(figsize=size, layout=layout), "online softmax", (layout, tuple(size)))
+        for ax in fig.subplots(1, 2):
+            ax.tick_params(labelsize=PROJECTOR_TEXT)
+        if layout is None:  # margins in inches, so any size keeps its labels and legends
+            fig.subplots_adjust(left=0.55 / size[0], right=1 - 0.1 / size[0], bottom=1.35 / size[1],
+                                top=1 - 0.3 / size[1], wspace=0.3)
+    left, right = fig.axes[:2]
+    for ax in (left, right):  # the lines of a move before
+        for line in list(ax.lines):
+            line.remove()
     left.plot(range(len(scores)), scores.numpy(), "o", color="#8c8c8c", markersize=4, label=_("score"))
     left.step([-0.5, *(end - 0.5 for end in ends)], [maxima[0], *maxima], where="pre", color="#c44e52", linewidth=2,
               label=_("running max m"))
@@ -697,8 +845,9 @@ def online_softmax_figure(scores: torch.Tensor, block_k: int, layout: str | None
         left.axvline(end - 0.5, color="#bbbbbb", linewidth=0.8)
     left.set_xlabel(_("key (blocks of {block_k})").format(block_k=block_k), fontsize=PROJECTOR_TEXT)
     left.set_title(_("scores and running max m"), fontsize=PROJECTOR_TEXT)
-    below = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.2), "fontsize": PROJECTOR_TEXT, "frameon": False,
-             "handlelength": 1.2, "labelspacing": 0.2}
+    # under each panel, at the smallest projector size: "exact Σ exp(s − max)" fits under its half of the figure
+    below = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.5 / max(size[1] - 1.65, 0.5)),  # 0.5 in under the axes
+             "fontsize": MIN_FONT_PT, "frameon": False, "handlelength": 1.2, "labelspacing": 0.2}
     exact = torch.exp(scores - scores.max()).sum().item()
     right.plot(range(1, len(sums) + 1), sums, "o-", color="#4c72b0", label=_("running sum l"))
     right.axhline(exact, color="black", linestyle="--", linewidth=1, label=_("exact Σ exp(s − max)"))
@@ -708,11 +857,9 @@ def online_softmax_figure(scores: torch.Tensor, block_k: int, layout: str | None
     right.set_xlabel(_("blocks seen"), fontsize=PROJECTOR_TEXT)
     right.set_title(_("running sum l"), fontsize=PROJECTOR_TEXT)
     for ax in (left, right):
-        ax.tick_params(labelsize=PROJECTOR_TEXT)
+        ax.relim()
+        ax.autoscale_view()
         ax.legend(**below)
-    if layout is None:  # margins in inches, so any size keeps its labels and legends
-        fig.subplots_adjust(left=0.55 / size[0], right=1 - 0.1 / size[0], bottom=1.35 / size[1],
-                            top=1 - 0.3 / size[1], wspace=0.3)
     return fig
 
 
@@ -874,4 +1021,8 @@ def next_token_figure(probs: torch.Tensor, kept: torch.Tensor, labels: Sequence[
     ax.set_ylabel(_("probability"), fontsize=PROJECTOR_TEXT)
     ax.legend(fontsize=PROJECTOR_TEXT - 1, frameon=False)
     ax.tick_params(labelsize=PROJECTOR_TEXT - 1)
+    if layout is None:  # an explorer's fixed margins, in inches: room under the axis for the longest slanted word
+        longest = max((_text_width_in(labels[i], PROJECTOR_TEXT - 1) for i in order), default=0.0)
+        fig.subplots_adjust(left=0.75 / 7, right=1 - 0.1 / 7, top=1 - 0.1 / 2.8,
+                            bottom=min(0.5, (0.35 + 0.72 * longest) / 2.8))
     return fig

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 import ipywidgets as widgets
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -51,7 +52,7 @@ from .train import cross_attention_map
 
 BASE = ModelConfig.paper_base()  # the paper's base model, vocabularies of 30000 as in the source articles
 SIZES = SOURCE_SIZES  # batch, src_len, tgt_len: the source articles' sizes, the traces' defaults
-FIGURE_DPI = viz.SCREEN_DPI  # explorer figures as every other figure: text of viz.MIN_FONT_PT reads at 12.5 px
+FIGURE_DPI = viz.SCREEN_DPI  # explorer figures as every other figure: text of viz.MIN_FONT_PT reads at 14.6 px
 CONTROLS_WIDTH = "250px"
 # A taller table scrolls in its box: the question, controls and answer stay on the slide, two tables too (10's)
 TABLE_MAX_HEIGHT = "300px"
@@ -214,7 +215,9 @@ def shape_explorer() -> Explorer:
 def pe_explorer() -> Explorer:
     """Notebook 01: the positional-encoding table for a chosen length and d_model."""
     def render(length, d_model):
-        return viz.pe_figure(length, d_model, layout=None)
+        drawn["figure"] = viz.pe_figure(length, d_model, layout=None, into=drawn.get("figure"))
+        return drawn["figure"]
+    drawn = {}  # the figure of the last move, drawn again in place: its axes and ticks are not made again
     return explorer([slider("length", 50, 2, 200), slider("d_model", BASE.d_model, 4, 1024, 4)], render,
                     _("Before you move length from 50 to 100: do the first 50 rows of the table change?"))
 
@@ -257,8 +260,10 @@ def mask_explorer() -> Explorer:
         tokens = [f"t{i}" for i in range(tgt_len)]
         titles = [_("sentence {number} (length {length})").format(number=b + 1, length=n)
                   for b, n in enumerate(lengths)]
-        return viz.mask_figure({title: combined[b, 0] for b, title in enumerate(titles)},
-                               tokens, annotate=False, layout=None)
+        drawn["figure"] = viz.mask_figure({title: combined[b, 0] for b, title in enumerate(titles)},
+                                          tokens, annotate=False, layout=None, into=drawn.get("figure"))
+        return drawn["figure"]
+    drawn = {}  # the figure of the last move, drawn again in place: its axes and ticks are not made again
     length = SIZES["tgt_len"]
     return explorer([slider("tgt_len", length, 1, 10), slider("len_1", length, 1, 10),
                      slider("len_2", max(length - 1, 1), 1, 10), slider("len_3", 1, 1, 10)], render,
@@ -275,6 +280,9 @@ def _small_model() -> Transformer:
                                        num_layers=1, dropout=0.0)).eval()
 
 
+CROSS_SIZE = (5.2, 3.2)  # inches: the cross-attention heatmap beside its table
+
+
 def cross_explorer() -> Explorer:
     """Notebook 04: cross-attention's rectangle [L_tgt, L_src] from a small untrained model, and its shapes."""
     def render(src_len, tgt_len):
@@ -288,12 +296,18 @@ def cross_explorer() -> Explorer:
         rows = trace_shapes(_config(layers=1), SIZES["batch"], src_len, tgt_len)
         table = shape_table(rows, within="decoder.layers.0.cross_attn", summarise_layers=False,
                             steps=("q_transpose", "k_transpose", "scores"), highlight="scores")
-        figure = Figure(figsize=(5.2, 3.2), layout="constrained")  # constrained: title and colour bar stay whole
+        if "figure" not in drawn:  # made once, drawn again in place on every move
+            drawn["figure"] = Figure(figsize=CROSS_SIZE)  # margins in inches, for the labels and the colour bar's:
+            drawn["figure"].add_subplot()                 # constrained layout would cost half of every move
+            drawn["figure"].subplots_adjust(left=0.8 / CROSS_SIZE[0], right=1 - 0.9 / CROSS_SIZE[0],
+                                            bottom=0.75 / CROSS_SIZE[1], top=1 - 0.4 / CROSS_SIZE[1])
+        figure = drawn["figure"]
         viz.heatmap(weights, [f"y{i}" for i in range(tgt_len)], [f"x{j}" for j in range(src_len)],
                     title=_("head 0: [L_tgt, L_src] = [{tgt_len}, {src_len}]").format(tgt_len=tgt_len, src_len=src_len),
-                    ax=figure.add_subplot(), cmap="Blues", vmin=0, xlabel=_("source position (key)"),
+                    ax=figure.axes[0], cmap="Blues", vmin=0, xlabel=_("source position (key)"),
                     ylabel=_("target position (query)"), colorbar_label=_("probability"))
         return table, figure
+    drawn = {}
     return explorer([slider("src_len", SIZES["src_len"], 1, 20), slider("tgt_len", SIZES["tgt_len"], 1, 20)],
                     render, _("Before you move src_len from {src_len} to 15: what shape will the cross-attention "
                               "scores have, and which side of the heatmap grows?").format(src_len=SIZES["src_len"]))
@@ -369,8 +383,11 @@ def _output(part) -> dict:
     """One object as a notebook display output: PNG for a figure, HTML and text for the rest."""
     data = {"text/plain": repr(part)}
     if isinstance(part, Figure):
+        if not isinstance(part.canvas, FigureCanvasAgg):  # kept with the figure: a figure drawn again in place
+            FigureCanvasAgg(part)                          # reuses its renderer and the sizes of its texts
         buffer = io.BytesIO()
-        part.savefig(buffer, format="png", dpi=FIGURE_DPI)
+        # the fastest zlib level: half the encoding time of the default for a PNG about a tenth larger
+        part.savefig(buffer, format="png", dpi=FIGURE_DPI, pil_kwargs={"compress_level": 1})
         data["image/png"] = base64.b64encode(buffer.getvalue()).decode()
     elif hasattr(part, "_repr_html_"):
         data["text/html"] = part._repr_html_()
@@ -492,9 +509,13 @@ def flash_explorer() -> Explorer:
                           "one tile  {tile_bytes:,} B").format(
             computed=len(tiles), total=total, skipped=total - len(tiles), diagonal=diagonal,
             scores_kib=4 * heads * L_q * L_k / 1024, tile_bytes=4 * heads * min(block_q, L_q) * min(block_k, L_k)))
-        # 360 + 520 px, laid out whole: side by side under the summary within a 1366 px slide's output area
-        return (viz.tile_grid_figure(L_q, L_k, block_q, block_k, causal, size=(3.6, 3.3)), summary,
-                viz.online_softmax_figure(row, block_k, size=(5.2, 3.3)))
+        # 360 + 520 px: side by side under the summary within a 1366 px slide's output area
+        # margins in inches (layout=None): constrained layout would cost a third of every move
+        drawn["tiles"] = viz.tile_grid_figure(L_q, L_k, block_q, block_k, causal, layout=None, size=(3.6, 3.3),
+                                              into=drawn.get("tiles"))
+        drawn["row"] = viz.online_softmax_figure(row, block_k, layout=None, size=(5.2, 3.3), into=drawn.get("row"))
+        return drawn["tiles"], summary, drawn["row"]
+    drawn = {}  # the figures of the last move, drawn again in place: their axes and ticks are not made again
     causal = widgets.Checkbox(value=True, description="causal", indent=False,
                               layout=widgets.Layout(width=CONTROLS_WIDTH))
     return explorer([slider("L_q", 64, 1, 256), slider("L_k", 64, 1, 256), slider("block_q", 16, 1, 64),

@@ -1,0 +1,159 @@
+"""Figure text a class can read on a 1366x768 projector: every text a figure function draws shows at least
+viz.MIN_TEXT_PX tall where the notebook shows it, and the explorers' figures (fixed margins, redrawn in place)
+clip no label and overlap no two tick labels.
+
+The reference is the PNG itself: its pixel width and dpi as encoded, the browser's scaling to the narrowest place a
+figure is shown (viz.EXPLORER_WIDTH_PX, measured in Chromium in Deck mode at 1366 px), and each text's size in
+points: px = points / 72 * dpi * min(1, shown width / PNG width)."""
+
+import io
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from PIL import Image
+
+import walkthrough as wt
+from walkthrough import viz
+from walkthrough.cost import kv_sharing
+
+LABELS = ["three", "seven", "hundred", "thousand", "million", "five", "<eos>", "eleven", "twenty", "and", "nine",
+          "zero", "one", "two"]
+
+
+def masks(length: int, lengths=(4, 3, 1)) -> dict:
+    ids = torch.tensor([[1] * n + [0] * (length - n) for n in lengths])
+    combined = wt.padding_mask(ids, 0) & wt.causal_mask(length)
+    return {f"sentence {b + 1} (length {n})": combined[b, 0] for b, n in enumerate(lengths)}
+
+
+# the explorers' calls (layout=None, their sizes), at their sliders' ends
+EXPLORER_FIGURES = {
+    "pe 50x512": lambda: viz.pe_figure(50, 512, layout=None),
+    "pe 200x1024": lambda: viz.pe_figure(200, 1024, layout=None),
+    "pe 2x4": lambda: viz.pe_figure(2, 4, layout=None),
+    "mask 10": lambda: viz.mask_figure(masks(10), [f"t{i}" for i in range(10)], annotate=False, layout=None),
+    "mask 1": lambda: viz.mask_figure(masks(1, (1, 1, 1)), ["t0"], annotate=False, layout=None),
+    **{f"split heads {h}": lambda h=h: viz.split_chain_figure(32, 10, 512, h, layout=None, size=(9, 2.7))
+       for h in (1, 4, 8, 16)},
+    "split 64x32 d_model 16": lambda: viz.split_chain_figure(64, 32, 16, 16, layout=None, size=(9, 2.7)),
+    "next token": lambda: viz.next_token_figure(torch.linspace(1, 0, len(LABELS)).softmax(0),
+                                                torch.linspace(1, 0, len(LABELS)).softmax(0), LABELS, layout=None),
+    "tiles 200x64": lambda: viz.tile_grid_figure(200, 64, 16, 5, True, layout=None, size=(3.6, 3.3)),
+    "tiles 256 blocks 1": lambda: viz.tile_grid_figure(256, 256, 1, 64, True, layout=None, size=(3.6, 3.3)),
+    "tiles 1x1": lambda: viz.tile_grid_figure(1, 1, 1, 1, False, layout=None, size=(3.6, 3.3)),
+    "online softmax 256 by 1": lambda: viz.online_softmax_figure(torch.randn(256), 1, layout=None, size=(5.2, 3.3)),
+    "online softmax 1": lambda: viz.online_softmax_figure(torch.randn(1), 64, layout=None, size=(5.2, 3.3)),
+}
+# figures the notebooks show once (constrained layout)
+NOTEBOOK_FIGURES = {
+    "attention heads": lambda: viz.attention_heads(torch.softmax(torch.randn(8, 10, 10), -1), [f"w{i}" for i in
+                                                   range(10)], [f"w{i}" for i in range(10)]),
+    "softmax scale": lambda: viz.softmax_scale_figure(64),
+    "sharing": lambda: viz.sharing_figure(kv_sharing(8, 2)),
+    "cache": lambda: viz.cache_figure(6, 5, 10),
+    "memory": lambda: viz.memory_figure([8, 16, 32], [1e6, 4e6, 16e6], 2e6, 16, 32),
+    "block gaps": lambda: viz.block_gaps_figure({f"block {i}": 10.0 ** -i for i in range(12)}),
+    "head slices": lambda: viz.head_slices_figure(10, 512, 8),
+    "beam tree": lambda: viz.beam_tree_figure([([["three"], ["two"]], [-0.1, -2.0]),
+                                               ([["three", "hundred"], ["two", "hundred"]], [-0.2, -2.1])]),
+    "mask annotated": lambda: viz.mask_figure({"causal": wt.causal_mask(4)}, list("abcd")),
+}
+
+
+def drawn(figure):
+    """The figure drawn once with Agg (so its ticks exist): its PNG's width in pixels and dpi, and its canvas."""
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=figure.dpi)
+    image = Image.open(buffer)
+    return image.size[0], image.info["dpi"][0], canvas
+
+
+def shown_texts(figure):
+    """Every text drawn with something in it: titles, labels, legends, annotations and the tick labels in view."""
+    texts = [t for t in viz._texts(figure) if t.get_visible() and t.get_text().strip()]
+    for ax in figure.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            for location, label in zip(axis.get_majorticklocs(), axis.get_majorticklabels()):
+                if low - 1e-9 <= location <= high + 1e-9 and label.get_visible() and label.get_text().strip():
+                    texts.append(label)
+    return texts
+
+
+@pytest.mark.parametrize("name", [*EXPLORER_FIGURES, *NOTEBOOK_FIGURES])
+def test_every_text_shows_at_least_14_px_at_1366(name):
+    figure = {**EXPLORER_FIGURES, **NOTEBOOK_FIGURES}[name]()
+    width_px, dpi, _canvas = drawn(figure)
+    scale = min(1.0, viz.EXPLORER_WIDTH_PX / width_px)
+    sizes = {t.get_text(): t.get_fontsize() / 72 * dpi * scale for t in shown_texts(figure)}
+    assert sizes, "no text found"
+    small = {text: round(px, 1) for text, px in sizes.items() if px < viz.MIN_TEXT_PX}
+    assert not small, f"{name}: text under {viz.MIN_TEXT_PX} px on a 1366 px screen: {small}"
+    smallest = min(t.get_fontsize() for t in shown_texts(figure))
+    assert viz.shown_px(smallest, figure) == pytest.approx(min(sizes.values()), rel=0.02)
+
+
+@pytest.mark.parametrize("name", EXPLORER_FIGURES)
+def test_explorer_figures_clip_no_text_and_overlap_no_tick_labels(name):
+    figure = EXPLORER_FIGURES[name]()
+    _width, _dpi, canvas = drawn(figure)
+    renderer = canvas.get_renderer()
+    width, height = canvas.get_width_height()
+    for text in shown_texts(figure):
+        box = text.get_window_extent(renderer)
+        assert box.x0 >= -1 and box.y0 >= -1 and box.x1 <= width + 1 and box.y1 <= height + 1, (
+            f"{name}: {text.get_text()!r} is cut at the figure's edge: {box.bounds} in {width}x{height}")
+    for ax in figure.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            labels = [t for t in shown_texts(figure) if t in axis.get_majorticklabels()]
+            boxes = [t.get_window_extent(renderer) for t in labels]
+            for label, a, b in zip(labels, boxes, boxes[1:]):
+                if label.get_rotation() % 180:  # slanted: apart if their baselines are a line's height apart
+                    apart = abs(b.x1 - a.x1) * np.sin(np.radians(label.get_rotation()))
+                    assert apart >= label.get_fontsize() / 72 * figure.dpi, f"{name}: slanted labels overlap"
+                else:
+                    assert not a.overlaps(b), f"{name}: tick labels overlap: {a.bounds} and {b.bounds}"
+
+
+def test_the_split_pictures_head_labels_stay_apart():
+    for heads in (8, 16):
+        figure = viz.split_chain_figure(32, 10, 512, heads, layout=None, size=(9, 2.7))
+        _width, _dpi, canvas = drawn(figure)
+        boxes = [t.get_window_extent(canvas.get_renderer()) for t in figure.axes[2].texts]
+        assert len(boxes) == heads
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:]), heads
+
+
+def test_a_figure_drawn_again_in_place_looks_as_one_drawn_from_nothing():
+    """An explorer's move draws into its last figure: the picture must be the one a new figure would show."""
+    for first, second in (((10, 256), (50, 512)), ((200, 1024), (2, 4))):
+        reused = viz.pe_figure(*first, layout=None)
+        reused = viz.pe_figure(*second, layout=None, into=reused)
+        fresh = viz.pe_figure(*second, layout=None)
+        assert reused is not fresh
+        assert np.array_equal(png_pixels(reused), png_pixels(fresh)), (first, second)
+    reused = viz.mask_figure(masks(10), [f"t{i}" for i in range(10)], annotate=False, layout=None)
+    reused = viz.mask_figure(masks(4, (2, 4, 1)), [f"t{i}" for i in range(4)], annotate=False, layout=None,
+                             into=reused)
+    fresh = viz.mask_figure(masks(4, (2, 4, 1)), [f"t{i}" for i in range(4)], annotate=False, layout=None)
+    assert np.array_equal(png_pixels(reused), png_pixels(fresh))
+    for args in ((64, 64, 16, 16, True), (200, 30, 7, 5, False)):
+        reused = viz.tile_grid_figure(100, 100, 8, 8, True, layout=None, size=(3.6, 3.3))
+        reused = viz.tile_grid_figure(*args, layout=None, size=(3.6, 3.3), into=reused)
+        fresh = viz.tile_grid_figure(*args, layout=None, size=(3.6, 3.3))
+        assert np.array_equal(png_pixels(reused), png_pixels(fresh)), args
+    row = torch.randn(64, generator=torch.Generator().manual_seed(0))
+    reused = viz.online_softmax_figure(row, 4, layout=None, size=(5.2, 3.3))
+    reused = viz.online_softmax_figure(row[:20], 16, layout=None, size=(5.2, 3.3), into=reused)
+    fresh = viz.online_softmax_figure(row[:20], 16, layout=None, size=(5.2, 3.3))
+    assert np.array_equal(png_pixels(reused), png_pixels(fresh))
+
+
+def png_pixels(figure) -> np.ndarray:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=figure.dpi)
+    return np.asarray(Image.open(buffer))
