@@ -91,3 +91,8 @@ def print_figure(self, filename, *args, **kwargs):
 def install() -> None:
     Figure.draw = draw
     FigureCanvasBase.print_figure = print_figure
+
+
+def uninstall() -> None:
+    Figure.draw = _draw
+    FigureCanvasBase.print_figure = _print_figure
