@@ -752,7 +752,8 @@ def block_gaps(reference: nn.Module, other: nn.Module, *inputs: torch.Tensor) ->
 # Reading the package's code beside the student's.
 
 class SideBySide:
-    """Two functions' source, side by side in a notebook (each in a scrolling column), one after the other as text."""
+    """Two functions' source to read together: in a notebook one above the other, full width, in type a projector
+    shows (14 px) and whole (no scroll box: a slide at 1366x768 cannot scroll); one after the other as text."""
 
     def __init__(self, left: Callable, right: Callable, titles: tuple[str, str]):
         self.columns = [(title, inspect.getsource(fn).rstrip()) for title, fn in zip(titles, (left, right))]
@@ -762,11 +763,11 @@ class SideBySide:
 
     def _repr_html_(self) -> str:
         cells = "".join(
-            f"<div style='flex:1;min-width:0'><b>{html.escape(title)}</b> "
+            f"<div><b>{html.escape(title)}</b> "
             + _("({count} lines)").format(count=source.count(chr(10)) + 1) +
-            f"<pre style='max-height:440px;overflow:auto;font-size:12px;line-height:1.35;margin:4px 0'>"
+            f"<pre style='font-size:14px;line-height:1.3;margin:2px 0;white-space:pre-wrap'>"
             f"{html.escape(source)}</pre></div>" for title, source in self.columns)
-        return f"<div style='display:flex;gap:16px'>{cells}</div>"
+        return f"<div style='display:flex;flex-direction:column;gap:6px'>{cells}</div>"
 
 
 def side_by_side(package: Callable, yours: Callable) -> SideBySide:
