@@ -125,7 +125,7 @@ def test_a_seed_torch_cannot_take_is_refused_with_its_bound(no_training, capsys)
 
 
 def test_resume_takes_its_settings_from_the_checkpoint(no_training, capsys):
-    shipped = str(ROOT / "checkpoints" / "numerals.pt")
+    shipped = str(wt.shipped_file("checkpoints", "numerals.pt"))
     assert cli.main(["train", "--resume", shipped, "--steps", "50", "--seed", "3"]) == 2
     assert re.search(r"^error: --resume continues the run saved in .*numerals\.pt with the settings stored there "
                      r".*leave out --steps, --seed$", capsys.readouterr().err, re.MULTILINE)

@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "walkthrough"
 LAYERS = {
     "i18n": -1,                                  # the reader's language: every layer's messages go through it
     "config": 0, "steps": 0,                     # the sizes and the table of steps: import nothing of ours
+    "hooks": 0,                                  # which module is running, for the tools that tag by module
     "recording": 1,                              # the hook model code reports steps through (reads the table)
     "masks": 2, "embedding": 2, "loss": 2, "rope": 2,  # model parts that need only the bottom
     "cache": 3,                                  # what a decoder keeps between steps
@@ -27,6 +28,7 @@ LAYERS = {
     "gpt": 7,                                    # the decoder-only model, built from the same parts
     "decoding": 8, "pytorch": 8,                 # greedy decoding of both models; PyTorch's weights copied in
     "hf": 8,                                     # transformers models read into ours (config and weights)
+    "meta": 8,                                   # our models on the meta device, one per config, for the tools
     "trace": 9, "cost": 9,                       # tools that run the model
     "memory": 9, "gradients": 9,                 # what training saves; the gradient shapes (beside trace)
     "data": 10, "checkpoints": 10,               # learning, beside the tools (neither imports the other)

@@ -15,7 +15,7 @@ import walkthrough as wt
 from walkthrough import corpus, translator
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "checkpoints" / "cedict.pt"
+SHIPPED = wt.shipped_file("checkpoints", "cedict.pt")
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,7 @@ def test_a_translator_checkpoint_is_not_a_numeral_one(tmp_path):
     with pytest.raises(ValueError, match=r"holds the CC-CEDICT translator.*load it with load_translator"):
         wt.load_checkpoint(tmp_path / "tiny.pt")
     with pytest.raises(ValueError, match=r"holds an encoder-decoder Trainer .*load it with load_checkpoint"):
-        wt.load_translator(ROOT / "checkpoints" / "numerals.pt")
+        wt.load_translator(wt.shipped_file("checkpoints", "numerals.pt"))
 
 
 def test_the_shipped_files_say_their_licence():

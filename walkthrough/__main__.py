@@ -36,7 +36,7 @@ def _check_train(args) -> None:
     every path it reads or writes first, so a bad one never costs a whole training run."""
     from .checkpoints import check_checkpoint_path
     from .distributed import launched_by_torchrun
-    from .train import check_dropout
+    from .config import validate_dropout
 
     if args.resume is not None:
         check_checkpoint_path(args.resume, for_writing=False, name="--resume")
@@ -48,7 +48,7 @@ def _check_train(args) -> None:
     if args.save is not None:
         check_checkpoint_path(args.save, for_writing=True, name="--save")
     if args.dropout is not None:
-        check_dropout(args.dropout)
+        validate_dropout(args.dropout)
         if args.dropout and args.model == "gpt":
             raise ValueError(_("--dropout is for the encoder-decoder (--model transformer); the language model of "
                              "notebook 09 trains without it: leave --dropout out"))

@@ -93,11 +93,13 @@ def check_rope_pairs(d_k: int) -> None:
                          "d_k = d_model / num_heads: change d_model or num_heads").format(d_k=d_k))
 
 
-def _check_dropout(dropout) -> None:
+def validate_dropout(dropout) -> None:
+    """A dropout probability: a number in [0, 1), the one check of it wherever it is given."""
+    message = _("dropout must be in [0, 1) (0 turns it off, 0.1 is the paper's), got {dropout!r}")
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
-        raise TypeError(_("dropout must be a number in [0, 1), got {dropout!r}").format(dropout=dropout))
-    if not 0 <= dropout < 1:
-        raise ValueError(_("dropout must be in [0, 1) (0.1 is usual), got {dropout}").format(dropout=dropout))
+        raise TypeError(message.format(dropout=dropout))
+    if not 0 <= dropout < 1:  # NaN fails this too
+        raise ValueError(message.format(dropout=dropout))
 
 
 def parameter_count(cfg: ModelConfig | GPTConfig) -> int:
@@ -263,7 +265,7 @@ PAPER_BLOCK = Block()  # the source articles' block: every layer's default
 
 def _check_model_options(cfg: ModelConfig | GPTConfig, vocab_size: int) -> None:
     """What both configs share: dropout, pad_id (None: no padding), positions, tying, the final norm, the block."""
-    _check_dropout(cfg.dropout)
+    validate_dropout(cfg.dropout)
     if cfg.pad_id is not None:
         check_token_id("pad_id", cfg.pad_id, vocab_size)
     _check_choice("positions", cfg.positions, POSITIONS)

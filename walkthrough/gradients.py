@@ -18,9 +18,10 @@ from torch import nn
 
 from .config import GPTConfig, ModelConfig, check_positive_int
 from .gpt import GPT
+from .hooks import running_modules
 from .i18n import N_, _, ljust, width
 from .loss import sequence_loss
-from .model import Transformer
+from .meta import meta_model
 from .recording import Recorder, Row, listening
 
 
@@ -61,37 +62,17 @@ def _differentiable(tensor: torch.Tensor | None) -> bool:
     return tensor is not None and tensor.is_floating_point() and tensor.requires_grad
 
 
-@functools.lru_cache(maxsize=8)
-def _meta_model(cfg: ModelConfig) -> Transformer:
-    with torch.device("meta"):
-        return Transformer(cfg).eval()  # eval: dropout changes no shape
-
-
 @functools.lru_cache(maxsize=64)
 def _backward_pass(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int
                    ) -> tuple[tuple[GradientRow, ...], tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]]:
-    model = _meta_model(cfg)
+    model = meta_model(cfg)
     src = torch.zeros(batch, src_len, dtype=torch.long, device="meta")
     tgt = torch.zeros(batch, tgt_len, dtype=torch.long, device="meta")
     recorder = Recorder(getattr(model, "dim_names", None))  # the model names its own dims (H_kv is H here)
-    paths = {id(m): name for name, m in model.named_modules() if name}
-
-    def enter(module, args):
-        recorder.scopes.append(paths.get(id(module), recorder.scopes[-1]))
-
-    def leave(module, args, output):
-        recorder.scopes.pop()
-
-    handles = [nn.modules.module.register_module_forward_pre_hook(enter),
-               nn.modules.module.register_module_forward_hook(leave)]
     tap = _RecordedTensors(recorder)
-    try:
-        with listening(recorder), tap:
-            loss = sequence_loss(model(src, tgt), tgt, cfg.pad_id)
-            tap.catch_up()
-    finally:
-        for handle in handles:
-            handle.remove()
+    with running_modules(model, scopes=recorder.scopes), listening(recorder), tap:
+        loss = sequence_loss(model(src, tgt), tgt, cfg.pad_id)
+        tap.catch_up()
     steps = [t for t in tap.tensors if _differentiable(t)]
     names, weights = zip(*model.named_parameters())
     grads = torch.autograd.grad(loss, steps + list(weights), allow_unused=True)

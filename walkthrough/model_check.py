@@ -43,9 +43,11 @@ from torch import nn
 
 from . import config, student
 from .attention import MultiHeadAttention
+from .checkpoints import shipped_file
 from .config import checks_inputs
 from .data import Vocab
 from .embedding import Embedding, sinusoidal_table
+from .hooks import running_modules
 from .i18n import N_, _
 from .layers import AddNorm, EncoderLayer, FeedForward
 from .masks import causal_mask, padding_mask
@@ -54,7 +56,6 @@ from .trace import print_shape
 from .train import held_out_pairs, load_checkpoint
 from .training import make_batch
 
-SHIPPED_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "numerals.pt"
 NOT_YET = N_("write it, then run this cell again.")
 ROOT = "model"  # the path this check gives the whole model (as the trace does)
 PAIRS, SHOWN = 16, 3  # held-out pairs compared (teacher-forced and translated), translations quoted
@@ -114,44 +115,32 @@ def _tensor_args(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple[to
 
 
 class _Calls:
-    """Hooks on every module of ``model``: the first call of each path and the order calls start and finish."""
+    """The first call of each module path of a model, and the order calls start and finish."""
 
-    def __init__(self, model: nn.Module):
-        self.paths = {module: path or ROOT for path, module in model.named_modules()}
+    def __init__(self):
         self.calls: dict[str, _Call] = {}
         self.started: list[str] = []
         self.finished: list[str] = []
         self._pending: dict[str, _Call] = {}
-        self._handles = [handle for module in self.paths for handle in (
-            module.register_forward_pre_hook(self._enter, with_kwargs=True),
-            module.register_forward_hook(self._leave, with_kwargs=True))]
 
-    def _enter(self, module, args, kwargs):
-        path = self.paths[module]
+    def enter(self, path, module, args, kwargs):
         if path not in self.calls and path not in self._pending:
             self._pending[path] = _Call(*_tensor_args(module, args, kwargs))
             self.started.append(path)
 
-    def _leave(self, module, args, kwargs, output):
-        path = self.paths[module]
+    def leave(self, path, module, args, kwargs, output):
         if path in self._pending:
             call = self._pending.pop(path)
             call.output = _copy(output)
             self.calls[path] = call
             self.finished.append(path)
 
-    def remove(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-
 
 @contextmanager
 def _recording(model: nn.Module):
-    calls = _Calls(model)
-    try:
+    calls = _Calls()
+    with running_modules(model, ROOT, on_enter=calls.enter, on_leave=calls.leave):
         yield calls
-    finally:
-        calls.remove()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -719,7 +708,7 @@ def check_model(make_model: Callable, checkpoint: str | Path | None = None) -> M
     if not callable(make_model):
         raise TypeError(_("make_model must be your Transformer class (a function of the config), "
                         "got {type}").format(type=type(make_model).__name__))
-    checkpoint = SHIPPED_CHECKPOINT if checkpoint is None else checkpoint
+    checkpoint = shipped_file("checkpoints", "numerals.pt") if checkpoint is None else checkpoint
     try:
         with torch.random.fork_rng(devices=[]):  # loading reseeds, building draws: the student's stream stays
             verdict = _verdict(make_model, checkpoint)

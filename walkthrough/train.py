@@ -21,17 +21,16 @@ from .checkpoints import (
     settings_from,
     write_checkpoint,
 )
-from .config import ModelConfig, check_positive_int
+from .config import ModelConfig, check_positive_int, validate_dropout
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
 from .decoding import greedy_decode
 from .i18n import N_, _
-from .loss import sequence_loss
+from .loss import sequence_loss, validate_smoothing
 from .model import Transformer
 from .training import (
     Batch,
     TrainingLoop,
     check_learning_rate,
-    check_smoothing,
     check_warmup,
     default_warmup,
     make_batch,
@@ -74,7 +73,7 @@ class TrainSettings:
             object.__setattr__(self, "warmup", default_warmup(self.steps))  # frozen: set once, here
         check_warmup(self.warmup, self.steps)
         check_learning_rate("peak_lr", self.peak_lr)
-        check_smoothing(self.smoothing)
+        validate_smoothing(self.smoothing)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(_("seed must be a whole number >= 0 (it fixes the data and the initial weights), "
                              "got {seed!r}").format(seed=self.seed))
@@ -107,7 +106,7 @@ class Trainer(TrainingLoop):
             hint = "; GPTSettings go to GPTTrainer (notebook 09)" if isinstance(settings, TrainSettings) else ""
             raise TypeError(_("settings must be a walkthrough.TrainSettings, got {type}{hint}").format(
                 type=type(settings).__name__, hint=hint))
-        check_dropout(dropout)
+        validate_dropout(dropout)
         self.settings = settings
         self.pairs = pairs
         if pairs is None:
@@ -149,14 +148,6 @@ class Trainer(TrainingLoop):
     def accuracy(self, pairs: list[tuple[str, str]]) -> float:
         with torch_threads(self.threads):
             return exact_match(self.model, pairs, self.src_vocab, self.tgt_vocab)
-
-
-def check_dropout(dropout) -> None:
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
-        raise TypeError(_("dropout must be a probability such as 0.1, got {dropout!r}").format(dropout=dropout))
-    if not 0 <= dropout < 1:
-        raise ValueError(_("dropout must be in [0, 1) (0 turns it off, 0.1 is the paper's), got {dropout}").format(
-            dropout=dropout))
 
 
 def check_texts(texts) -> None:

@@ -21,6 +21,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .config import check_positive_int
+from .loss import validate_smoothing
 from .data import Vocab, chinese_tokens, english_tokens, pad_batch
 from .i18n import N_, _
 
@@ -74,19 +75,10 @@ def smoothing_floor(smoothing: float, vocab_size: int) -> float:
     the V - 1 others (``F.cross_entropy``'s rule). Cross-entropy against it is smallest, and equals
     its entropy, when the model predicts exactly that distribution; a perfect model cannot go lower.
     """
-    check_smoothing(smoothing)
+    validate_smoothing(smoothing)
     check_positive_int("vocab_size", vocab_size)
     right, other = 1 - smoothing + smoothing / vocab_size, smoothing / vocab_size
     return -right * math.log(right) - (vocab_size - 1) * (other * math.log(other) if other else 0.0)
-
-
-def check_smoothing(smoothing) -> None:
-    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)):
-        raise TypeError(_("smoothing must be a number in [0, 1) (0.1 is usual), got {smoothing!r}").format(
-            smoothing=smoothing))
-    if not 0 <= smoothing < 1:
-        raise ValueError(_("smoothing must be in [0, 1) (0.1 is usual; 0 turns smoothing off), got {smoothing}").format(
-            smoothing=smoothing))
 
 
 def check_learning_rate(name: str, value) -> None:

@@ -25,19 +25,17 @@ from .checkpoints import (
     shipped_file,
     write_checkpoint,
 )
-from .config import ModelConfig, check_positive_int
+from .config import ModelConfig, check_positive_int, validate_dropout
 from .corpus import EVERYDAY_PHRASES, LICENCE_NOTE, cedict_pairs
 from .data import EOS, PAD, SOS, UNK, Vocab, pad_batch
 from .decoding import beam_search, greedy_decode
 from .i18n import _
-from .loss import sequence_loss
+from .loss import sequence_loss, validate_smoothing
 from .model import Transformer
-from .train import check_dropout
 from .training import (
     Batch,
     TrainingLoop,
     check_learning_rate,
-    check_smoothing,
     check_warmup,
     default_warmup,
     teacher_forcing,
@@ -99,8 +97,8 @@ class TranslatorSettings:
             object.__setattr__(self, "warmup", default_warmup(self.steps))  # frozen: set once, here
         check_warmup(self.warmup, self.steps)
         check_learning_rate("peak_lr", self.peak_lr)
-        check_smoothing(self.smoothing)
-        check_dropout(self.dropout)
+        validate_smoothing(self.smoothing)
+        validate_dropout(self.dropout)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(_("seed must be a whole number >= 0 (it fixes the data and the initial weights), "
                              "got {seed!r}").format(seed=self.seed))
@@ -168,8 +166,8 @@ class Translator:
                 if beam_size is None:
                     ids = greedy_decode(self.model, src, MAX_NEW_TOKENS, Vocab.sos_id, Vocab.eos_id)  # [B, T]
                 else:
-                    ids, _scores = beam_search(self.model, src, MAX_NEW_TOKENS, Vocab.sos_id, Vocab.eos_id,
-                                               beam_size=beam_size)  # [B, T]
+                    ids = beam_search(self.model, src, MAX_NEW_TOKENS, Vocab.sos_id, Vocab.eos_id,
+                                      beam_size=beam_size).best  # [B, T]
                 out += [self.decode(row).strip() for row in ids]
         return out
 
