@@ -18,7 +18,7 @@ import torch
 
 import walkthrough as wt
 from walkthrough import __main__ as cli
-from walkthrough import checkpoints, train
+from walkthrough import checkpoints, numeral_task
 
 from .test_checkpoints import half_written_then_full
 
@@ -47,7 +47,7 @@ def no_training(monkeypatch):
     """Any attempt to build or run a trainer fails the test: bad input must be refused before any work."""
     def refuse(*args, **kwargs):
         raise AssertionError("training started before the input was checked")
-    monkeypatch.setattr(train, "Trainer", refuse)
+    monkeypatch.setattr(numeral_task, "Trainer", refuse)
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -34,7 +34,7 @@ LAYERS = {
     "data": 10, "checkpoints": 10,               # learning, beside the tools (neither imports the other)
     "corpus": 10,                                # the real phrases (CC-CEDICT), beside the numeral task
     "bpe": 11,                                   # text to ids: byte-pair encoding by hand, on the corpus (16)
-    "training": 11, "train": 12, "language_model": 13,
+    "training": 11, "numeral_task": 12, "language_model": 13,
     "translator": 13,                            # the CC-CEDICT translator (notebook 17), beside the language model
     "distributed": 12,                           # any training loop, its batch split across torchrun's processes
     "viz": 14, "quiz": 14,                       # teaching
@@ -44,7 +44,8 @@ LAYERS = {
     "__init__": 17,
     "__main__": 18,                              # the command line on top
 }
-TOOLS, LEARNING = {"trace", "cost", "memory", "gradients"}, {"data", "corpus", "train", "language_model", "translator"}
+TOOLS = {"trace", "cost", "memory", "gradients"}
+LEARNING = {"data", "corpus", "numeral_task", "language_model", "translator"}
 
 
 def imports_of(path: Path) -> set[str]:

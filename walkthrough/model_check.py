@@ -51,9 +51,9 @@ from .hooks import running_modules
 from .i18n import N_, _
 from .layers import AddNorm, EncoderLayer, FeedForward
 from .masks import causal_mask, padding_mask
+from .numeral_task import held_out_pairs, load_checkpoint
 from .student import plain
 from .trace import print_shape
-from .train import held_out_pairs, load_checkpoint
 from .training import make_batch
 
 NOT_YET = N_("write it, then run this cell again.")
@@ -234,7 +234,7 @@ def _describe(value) -> str:
     return _("a {type}, not a tensor").format(type=type(value).__name__)
 
 
-def _gap(mine, theirs) -> float | None:
+def _largest_difference(mine, theirs) -> float | None:
     """The largest difference between two tensors of the same shape (masks compared as numbers); None if those
     are not two such tensors."""
     if not (isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor)) or mine.shape != theirs.shape:
@@ -244,8 +244,9 @@ def _gap(mine, theirs) -> float | None:
     return (mine.double() - theirs.double()).abs().nan_to_num(nan=math.inf).max().item() if mine.numel() else 0.0
 
 
-def _same(mine, theirs) -> bool:
-    gap = _gap(mine, theirs)
+def _agrees(mine, theirs) -> bool:
+    """Two tensors of one shape equal up to float rounding (relative to the larger one's size)."""
+    gap = _largest_difference(mine, theirs)
     return gap is not None and (not theirs.numel() or gap <= 1e-4 * (1 + theirs.double().abs().max().item()))
 
 
@@ -404,7 +405,7 @@ def _hint(mine, ref: nn.Module, call: _Call, calls: dict[str, _Call], path: str)
     except (RuntimeError, ValueError, TypeError, IndexError):  # a slip that cannot happen at these shapes
         return ""
     for hint, wrong in slips.items():
-        if _same(mine, wrong) and not _same(wrong, call.output):  # a "slip" that happens to be right is none
+        if _agrees(mine, wrong) and not _agrees(wrong, call.output):  # a "slip" that happens to be right is none
             return " " + _(hint)
     return ""
 
@@ -417,14 +418,14 @@ def _mask_hint(mine, theirs: torch.Tensor, tgt: torch.Tensor, pad_id: int) -> st
         mine = torch.broadcast_to(mine, theirs.shape)
     except RuntimeError:
         return ""
-    if _same(mine, ~theirs):
+    if _agrees(mine, ~theirs):
         return _(" It is the package's mask inverted: here True = may attend (a real token, or a key not in the " \
                "future), as F.scaled_dot_product_attention; nn.MultiheadAttention's masks are the other way round.")
     if theirs.size(-2) == tgt.size(1) and theirs.size(-1) == tgt.size(1):
         padding = torch.broadcast_to(padding_mask(tgt, pad_id), theirs.shape)
-        if _same(mine, padding):
+        if _agrees(mine, padding):
             return _(" It lacks the causal part: a target position may not attend to later ones (padding AND causal).")
-        if _same(mine, torch.broadcast_to(causal_mask(tgt.size(1)), theirs.shape)):
+        if _agrees(mine, torch.broadcast_to(causal_mask(tgt.size(1)), theirs.shape)):
             return _(" It lacks the padding part: PAD keys must be blocked too (padding AND causal).")
     return ""
 
@@ -516,7 +517,7 @@ def _block_verdict(path: str, module: nn.Module, ref: nn.Module, ref_calls: _Cal
         return verdict
     if out is None:
         return _returns_none(module, path)
-    if _same(out, call.output):
+    if _agrees(out, call.output):
         return None
     hint = _hint(out, ref, call, ref_calls.calls, path)
     return _Verdict("✗", _("the first block that differs is {path} (your {type}): given the "
@@ -574,10 +575,10 @@ def _model_code_verdict(mine_calls: _Calls, ref_calls: _Calls, tgt: torch.Tensor
             continue
         theirs, mine = ref_calls.calls[path], mine_calls.calls[path]
         for name, ours, yours in _paired_arguments(theirs, mine):
-            if _same(yours, ours):
+            if _agrees(yours, ours):
                 continue
             source = next((p for p in ref_calls.finished
-                           if p != path and _same(yours, ref_calls.calls[p].output)), None)
+                           if p != path and _agrees(yours, ref_calls.calls[p].output)), None)
             hint = _mask_hint(yours, ours, tgt, pad_id) or (
                 _(" It equals what the package's {source} returns.").format(source=source) if source else "")
             return _Verdict("✗", _("every block agrees with the package's on its own, so the difference is in your "
@@ -638,8 +639,8 @@ def _check_provenance(mine: nn.Module, ref_calls: _Calls, mine_calls: _Calls, lo
                                        type=type(modules[path]).__name__, path=path,
                                        name=path.rsplit(".", 1)[-1]), ROOT)
     expected = ref_calls.calls[ROOT].output
-    heads = [path for path in ref_calls.finished if path != ROOT and _same(ref_calls.calls[path].output, expected)]
-    if not any(_same(logits, mine_calls.calls[path].output) for path in heads if path in mine_calls.calls):
+    heads = [path for path in ref_calls.finished if path != ROOT and _agrees(ref_calls.calls[path].output, expected)]
+    if not any(_agrees(logits, mine_calls.calls[path].output) for path in heads if path in mine_calls.calls):
         raise _NotYours("✗", _("not your model: the logits it returns are not what its {path} returned: return your "
                                "output head's result.").format(path=heads[0] if heads else ROOT), ROOT)
 
@@ -681,10 +682,10 @@ def _verdict(make_model: Callable, checkpoint) -> ModelVerdict:
             raise
         except _Verdict as verdict:
             whole = verdict
-    if whole is None and _same(logits, expected):
+    if whole is None and _agrees(logits, expected):
         _check_provenance(mine, ref_calls, mine_calls, logits)
         return _translations_verdict(trainer, mine, pairs, batch.src, 2 + batch.labels.size(1),
-                                     _gap(logits, expected), checkpoint)
+                                     _largest_difference(logits, expected), checkpoint)
     raise _first_difference(ref, mine, ref_calls, mine_calls, whole, batch.tgt_in)
 
 
@@ -737,7 +738,7 @@ def block_gaps(reference: nn.Module, other: nn.Module, *inputs: torch.Tensor) ->
     gaps = {}
     for path in theirs.finished:
         if path in mine.calls and not type(modules[path]).__module__.startswith("torch."):
-            gap = _gap(mine.calls[path].output, theirs.calls[path].output)
+            gap = _largest_difference(mine.calls[path].output, theirs.calls[path].output)
             gaps[path] = math.inf if gap is None else gap
     return gaps
 
