@@ -60,7 +60,7 @@ NOT_YET = N_("write it, then run this cell again.")
 ROOT = "model"  # the path this check gives the whole model (as the trace does)
 PAIRS, SHOWN = 16, 3  # held-out pairs compared (teacher-forced and translated), translations quoted
 # The package's code a student's code may enter: the check's own hooks, the config's properties, a debugging print.
-_OPEN_FILES = {__file__, *(str(Path(__file__).with_name(name)) for name in ("student.py", "i18n.py"))}
+_OPEN_FILES = {__file__, *(str(Path(__file__).with_name(name)) for name in ("student.py", "i18n.py", "hooks.py"))}
 _OPEN_CODE = {print_shape.__code__, *(member.fget.__code__ for kind in vars(config).values() if isinstance(kind, type)
                                       for member in vars(kind).values() if isinstance(member, property))}
 _CHECKED_CALL = checks_inputs(print)(print).__code__  # the wrapper of the package's methods that check their inputs
