@@ -83,8 +83,7 @@ def beam_seconds(model, src, new_tokens: int, use_cache: bool, rounds: int) -> t
     samples = []
     for round_ in range(1 + rounds):
         start = time.perf_counter()
-        _, _, beams, _ = wt.beam_search(model, src, new_tokens, SOS, EOS, beam_size=4, use_cache=use_cache,
-                                        return_all=True)
+        beams = wt.beam_search(model, src, new_tokens, SOS, EOS, beam_size=4, use_cache=use_cache).ids
         if round_:
             samples.append(time.perf_counter() - start)
     return statistics.median(samples), beams
@@ -98,13 +97,13 @@ def prompt_batches(model: wt.GPT, prompts: list[list[int]], new_tokens: int, rou
         by_length.setdefault(len(prompt), []).append(i)
 
     def left_padded():
-        return wt.greedy_generate(model, wt.left_pad(prompts), new_tokens, EOS)  # [32, L_max + N]
+        return wt.greedy_decode(model, wt.left_pad(prompts), new_tokens, eos_id=EOS)  # [32, L_max + N]
 
     def one_at_a_time():
-        return [wt.greedy_generate(model, torch.tensor([p]), new_tokens, EOS)[0] for p in prompts]
+        return [wt.greedy_decode(model, torch.tensor([p]), new_tokens, eos_id=EOS)[0] for p in prompts]
 
     def per_length():
-        return [wt.greedy_generate(model, torch.tensor([prompts[i] for i in rows]), new_tokens, EOS)
+        return [wt.greedy_decode(model, torch.tensor([prompts[i] for i in rows]), new_tokens, eos_id=EOS)
                 for rows in by_length.values()]
 
     times, outputs = {}, {}

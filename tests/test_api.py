@@ -1,6 +1,7 @@
 """The public API: every exported name resolves, ``import *`` stays light, notebooks reach names one way, old
 checkpoints keep loading, and inputs are checked once per public call."""
 
+import inspect
 import json
 import re
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough import embedding
+from walkthrough import checkpoints, embedding
 
 ROOT = Path(__file__).resolve().parents[1]
 # modules reached as wt.viz.heatmap, loaded on first use or not
@@ -91,11 +92,22 @@ def test_a_notebook_sets_its_editions_language_once_in_its_set_up_cell():
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_package_docstring_lists_every_flat_name_once_by_group():
+    """The rule and the groups ``make api`` shows on its front page are the package's docstring: it must name
+    every flat public name once, and nothing that is not one (the namespaces are named in the rule above it)."""
+    groups = re.findall(r"^- \*\*(.+?)\*\*[^:]*:(.*(?:\n  .*)*)", wt.__doc__, re.MULTILINE)
+    listed = [name for _title, names in groups for name in re.findall(r"``(\w+)``", names)]
+    namespaces = {name for name in wt.__all__ if inspect.ismodule(getattr(wt, name))}
+    assert len(groups) >= 5 and sorted(listed) == sorted(set(wt.__all__) - namespaces)
+    assert all(f"``wt.{name}``" in wt.__doc__ for name in namespaces | {"viz", "widgets"})
+
+
 @pytest.mark.parametrize("path,kind", [("numerals.pt", "transformer"), ("gpt_numerals.pt", "gpt")])
 def test_shipped_checkpoints_load_into_the_renamed_output_head(path, kind):
-    loaded = (wt.load_checkpoint if kind == "transformer" else wt.load_gpt_checkpoint)(ROOT / "checkpoints" / path)
+    shipped = wt.shipped_file("checkpoints", path)
+    loaded = (wt.load_checkpoint if kind == "transformer" else wt.load_gpt_checkpoint)(shipped)
     head = loaded.model.output_head.proj.weight
-    raw = torch.load(ROOT / "checkpoints" / path, map_location="cpu", weights_only=False)
+    raw = torch.load(shipped, map_location="cpu", weights_only=False)
     stored = raw["model"].get("generator.proj.weight", raw["model"].get("output_head.proj.weight"))
     torch.testing.assert_close(head, stored)
 
@@ -105,15 +117,18 @@ def test_shipped_checkpoints_load_into_the_renamed_output_head(path, kind):
                                           num_layers=1)),
     lambda: wt.GPT(wt.GPTConfig(vocab_size=20, d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=8)),
 ])
-def test_a_state_saved_with_generator_keys_loads_into_output_head(make):
+def test_only_the_checkpoint_reader_knows_the_old_names(make):
+    """The models carry no old names (no ``.generator``, no key hook); ``checkpoints.current_names`` maps a state
+    saved under them, as reading a checkpoint file does."""
     torch.manual_seed(0)
     saved = {k.replace("output_head.", "generator."): v for k, v in make().state_dict().items()}
     assert any(k.startswith("generator.") for k in saved)
     model = make()
-    model.load_state_dict(saved)  # strict: every old key found its new place
+    assert not hasattr(model, "generator")
+    with pytest.raises(RuntimeError, match=r"generator\.proj\.weight"):
+        model.load_state_dict(saved)
+    model.load_state_dict(checkpoints.current_names(saved))  # strict: every old key found its new place
     torch.testing.assert_close(model.output_head.proj.weight, saved["generator.proj.weight"])
-    with pytest.warns(DeprecationWarning, match="output_head"):
-        assert model.generator is model.output_head
 
 
 def test_ids_are_checked_once_per_model_call_and_a_layer_called_alone_checks_its_inputs(monkeypatch):

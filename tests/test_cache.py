@@ -4,7 +4,6 @@ The reference is a plain loop over ``model(src, prefix)`` that shares no code wi
 every step re-runs the whole model on the whole prefix and takes the last position's argmax.
 """
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,7 +12,7 @@ import walkthrough as wt
 from walkthrough.cache import DecoderLayerCache
 
 SOS, EOS, PAD = wt.Vocab.sos_id, wt.Vocab.eos_id, wt.Vocab.pad_id
-CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "numerals.pt"
+CHECKPOINT = wt.shipped_file("checkpoints", "numerals.pt")
 
 
 def tiny_model(max_len: int = 40, layers: int = 2, vocab: int = 31, seed: int = 0) -> wt.Transformer:
@@ -133,13 +132,8 @@ def test_trained_phrase_model_translates_the_same_with_and_without_cache(phrase_
 
 @pytest.fixture(scope="module")
 def numeral_trainer():
-    """The notebook-07 model: the shipped checkpoint when present, else the same task trained for 100 steps."""
-    if CHECKPOINT.exists():
-        return wt.load_checkpoint(CHECKPOINT)
-    trainer = wt.Trainer(wt.TrainSettings(d_model=32, num_heads=4, d_ff=64, num_layers=2, batch_size=32,
-                                          steps=100, warmup=20, peak_lr=5e-3))
-    trainer.run(progress=False)
-    return trainer
+    """The notebook-07 model: the shipped checkpoint (the series ships it; a missing one fails here)."""
+    return wt.load_checkpoint(CHECKPOINT)
 
 
 def test_trained_numeral_model_decodes_the_same_with_and_without_cache(numeral_trainer):
@@ -432,10 +426,12 @@ def test_wrong_model_or_argument_for_a_cache_names_the_right_function():
         wt.DecodingCache(torch.nn.Linear(4, 4), 2)
     torch.manual_seed(0)
     gpt = wt.GPT(wt.GPTConfig(vocab_size=31, d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=16)).eval()
-    with pytest.raises(TypeError, match=r"greedy_generate\(model, prompt, max_new_tokens"):
+    with pytest.raises(TypeError, match=r"a GPT continues its prompt and takes no sos_id"):
         wt.greedy_decode(gpt, torch.ones(1, 2, dtype=torch.long), 3, SOS, EOS)
-    with pytest.raises(TypeError, match=r"greedy_decode\(model, src, max_new_tokens"):
-        wt.greedy_generate(model, torch.ones(1, 2, dtype=torch.long), 3)
+    with pytest.raises(TypeError, match=r"an encoder-decoder starts its target with a start token: pass sos_id"):
+        wt.greedy_decode(model, torch.ones(1, 2, dtype=torch.long), 3)
+    with pytest.raises(TypeError, match=r"Transformer \(with src and sos_id\) or a walkthrough.GPT.*Linear"):
+        wt.greedy_decode(torch.nn.Linear(4, 4), torch.ones(1, 2, dtype=torch.long), 3)
     with pytest.raises(TypeError, match=r"whole number.*new_cache\(batch\)"):
         gpt.new_cache(torch.ones(1, 2, dtype=torch.long))
 
@@ -465,11 +461,11 @@ def test_greedy_decode_holds_one_step_of_probabilities_at_a_time(monkeypatch):
     assert max(alive_counts) <= 2, alive_counts  # the step being handed over and, at most, the one before
 
 
-def test_greedy_decode_accepts_max_len_with_a_deprecation_warning():
+def test_max_len_is_not_a_decoding_argument():
+    """max_len is the position table's size (cfg.max_len); how many tokens to decode is max_new_tokens only."""
     model, src = tiny_model(), padded_source()
-    with pytest.warns(DeprecationWarning, match="max_new_tokens"):
-        old = wt.greedy_decode(model, src, max_len=5, sos_id=SOS, eos_id=EOS)
-    assert torch.equal(old, wt.greedy_decode(model, src, max_new_tokens=5, sos_id=SOS, eos_id=EOS))
+    with pytest.raises(TypeError, match="max_len"):
+        wt.greedy_decode(model, src, max_len=5, sos_id=SOS, eos_id=EOS)
 
 
 # ---------------------------------------------------------------------------------------------------

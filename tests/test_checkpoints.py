@@ -139,6 +139,18 @@ def test_forged_checkpoints_get_a_message_not_a_traceback(tmp_path, change, mess
         wt.load_checkpoint(path)
 
 
+@pytest.mark.parametrize("make,save,load", [
+    (lambda: wt.Trainer(TINY), wt.save_checkpoint, wt.load_checkpoint),
+    (lambda: wt.GPTTrainer(TINY_GPT), wt.save_gpt_checkpoint, wt.load_gpt_checkpoint),
+])
+def test_every_loader_refuses_an_untrained_model_unless_allowed_the_same_way(tmp_path, make, save, load):
+    path = tmp_path / "untrained.pt"
+    save(make(), path)
+    with pytest.raises(ValueError, match=r"untrained\.pt holds an untrained model \(step 0\).*allow_untrained=True"):
+        load(path)
+    assert load(path, allow_untrained=True).step == 0
+
+
 def test_nan_weights_are_refused_even_with_a_matching_digest(tmp_path):
     path, state = saved(tmp_path, wt.GPTTrainer(TINY_GPT))
     name = next(iter(state["model"]))
@@ -177,7 +189,8 @@ def test_a_state_longer_than_the_schedule_names_steps():
 
 @pytest.mark.parametrize("name", sorted(script.SHIPPED))
 def test_a_checkpoint_saved_before_the_output_head_rename_still_loads(tmp_path, name):
-    """Files written when the head was ``generator``: their digest covers the keys as stored; the model maps them."""
+    """Files written when the head was ``generator``: their digest covers the keys as stored; reading the file maps
+    them (``checkpoints.RENAMED_WEIGHTS``, the one place old names are understood)."""
     shipped = script.SHIPPED[name]
     state = torch.load(shipped.checkpoint, weights_only=True)
     state["model"] = {key.replace("output_head.", "generator.", 1): value for key, value in state["model"].items()}

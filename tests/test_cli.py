@@ -18,7 +18,7 @@ import torch
 
 import walkthrough as wt
 from walkthrough import __main__ as cli
-from walkthrough import checkpoints, train
+from walkthrough import checkpoints, numeral_task
 
 from .test_checkpoints import half_written_then_full
 
@@ -47,7 +47,7 @@ def no_training(monkeypatch):
     """Any attempt to build or run a trainer fails the test: bad input must be refused before any work."""
     def refuse(*args, **kwargs):
         raise AssertionError("training started before the input was checked")
-    monkeypatch.setattr(train, "Trainer", refuse)
+    monkeypatch.setattr(numeral_task, "Trainer", refuse)
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -125,7 +125,7 @@ def test_a_seed_torch_cannot_take_is_refused_with_its_bound(no_training, capsys)
 
 
 def test_resume_takes_its_settings_from_the_checkpoint(no_training, capsys):
-    shipped = str(ROOT / "checkpoints" / "numerals.pt")
+    shipped = str(wt.shipped_file("checkpoints", "numerals.pt"))
     assert cli.main(["train", "--resume", shipped, "--steps", "50", "--seed", "3"]) == 2
     assert re.search(r"^error: --resume continues the run saved in .*numerals\.pt with the settings stored there "
                      r".*leave out --steps, --seed$", capsys.readouterr().err, re.MULTILINE)

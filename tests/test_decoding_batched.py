@@ -47,7 +47,7 @@ def assert_each_row_is_its_prompt_alone(model, prompts, batched, max_new_tokens,
     width = max(len(p) for p in prompts)
     assert batched.shape[0] == len(prompts) and batched.shape[1] <= width + max_new_tokens
     for prompt, row in zip(prompts, batched):
-        alone = wt.greedy_generate(model, torch.tensor([prompt]), max_new_tokens, EOS, use_cache=use_cache)[0]
+        alone = wt.greedy_decode(model, torch.tensor([prompt]), max_new_tokens, eos_id=EOS, use_cache=use_cache)[0]
         assert row[:width - len(prompt)].eq(PAD).all()
         ours = row[width - len(prompt):]
         assert torch.equal(ours[:len(alone)], alone), (prompt, ours.tolist(), alone.tolist())
@@ -71,7 +71,7 @@ def test_left_pad_puts_pad_before_each_prompt():
 def test_the_shipped_gpt_gives_each_prompt_of_a_left_padded_batch_its_own_tokens(use_cache):
     model, prompts = shipped_gpt()
     assert sorted(len(p) for p in prompts) == list(range(1, 9))
-    batched = wt.greedy_generate(model, wt.left_pad(prompts, PAD), 10, EOS, use_cache=use_cache)
+    batched = wt.greedy_decode(model, wt.left_pad(prompts, PAD), 10, eos_id=EOS, use_cache=use_cache)
     assert_each_row_is_its_prompt_alone(model, prompts, batched, 10, use_cache)
     assert batched[:, -1].eq(PAD).any()  # some rows ended (eos) before others: the batch filled them with PAD
 
@@ -79,15 +79,15 @@ def test_the_shipped_gpt_gives_each_prompt_of_a_left_padded_batch_its_own_tokens
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_a_random_gqa_gpt_gives_each_prompt_of_a_left_padded_batch_its_own_tokens(use_cache):
     model, prompts = tiny_gpt(), random_prompts()
-    batched = wt.greedy_generate(model, wt.left_pad(prompts, PAD), 12, EOS, use_cache=use_cache)
+    batched = wt.greedy_decode(model, wt.left_pad(prompts, PAD), 12, eos_id=EOS, use_cache=use_cache)
     assert_each_row_is_its_prompt_alone(model, prompts, batched, 12, use_cache)
 
 
 def test_cached_and_uncached_batched_generation_agree_and_logits_match_alone():
     model, prompts = tiny_gpt(seed=1), random_prompts()
     ids = wt.left_pad(prompts, PAD)
-    cached = wt.greedy_generate(model, ids, 12, EOS)
-    assert torch.equal(cached, wt.greedy_generate(model, ids, 12, EOS, use_cache=False))
+    cached = wt.greedy_decode(model, ids, 12, eos_id=EOS)
+    assert torch.equal(cached, wt.greedy_decode(model, ids, 12, eos_id=EOS, use_cache=False))
     with torch.no_grad():
         logits = model(ids)  # [B, L, V], no cache
         for b, prompt in enumerate(prompts):
@@ -205,7 +205,7 @@ def test_right_padding_pad_inside_and_empty_rows_are_refused_before_any_work(row
     model = tiny_gpt()
     forwards = count_forwards(model)
     with pytest.raises(ValueError, match=match):
-        wt.generate(model, torch.tensor(rows), 4, EOS, temperature=0)
+        wt.sample_decode(model, torch.tensor(rows), 4, eos_id=EOS, temperature=0)
     assert not forwards
 
 
@@ -213,9 +213,9 @@ def test_left_padding_is_refused_for_a_gpt_with_a_position_table():
     model = tiny_gpt(positions="sinusoidal")
     forwards = count_forwards(model)
     with pytest.raises(ValueError, match=r"left-padded.*positions='sinusoidal'.*one length together"):
-        wt.greedy_generate(model, wt.left_pad([[5, 6], [7]], PAD), 4)
+        wt.greedy_decode(model, wt.left_pad([[5, 6], [7]], PAD), 4)
     assert not forwards
-    assert wt.greedy_generate(model, torch.tensor([[5, 6], [7, 8]]), 4).shape == (2, 6)  # no padding: fine
+    assert wt.greedy_decode(model, torch.tensor([[5, 6], [7, 8]]), 4).shape == (2, 6)  # no padding: fine
 
 
 # ---- sampling for the encoder-decoder: sample_decode ---------------------------------------------------
@@ -283,8 +283,8 @@ def test_bad_sampling_input_to_sample_decode_is_refused_before_any_work(kwargs, 
     assert not forwards
 
 
-def test_sample_decode_and_generate_name_each_other_for_the_wrong_model():
-    with pytest.raises(TypeError, match=r"for a GPT use wt\.generate\(model, prompt"):
+def test_sample_decode_says_which_ids_each_model_takes():
+    with pytest.raises(TypeError, match=r"a GPT continues its prompt and takes no sos_id"):
         wt.sample_decode(tiny_gpt(), torch.ones(1, 2, dtype=torch.long), 3, SOS, EOS)
-    with pytest.raises(TypeError, match=r"wt\.sample_decode\(\.\.\., temperature=\.\.\.\)"):
-        wt.generate(tiny_model(), torch.ones(1, 2, dtype=torch.long), 3)
+    with pytest.raises(TypeError, match=r"an encoder-decoder starts its target with a start token: pass sos_id"):
+        wt.sample_decode(tiny_model(), torch.ones(1, 2, dtype=torch.long), 3)

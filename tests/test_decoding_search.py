@@ -6,7 +6,6 @@ scores are recomputed by one full forward of each returned sequence, greedy toke
 
 import math
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,7 +13,7 @@ import torch
 import walkthrough as wt
 
 SOS, EOS, PAD = wt.Vocab.sos_id, wt.Vocab.eos_id, wt.Vocab.pad_id
-CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "numerals.pt"
+CHECKPOINT = wt.shipped_file("checkpoints", "numerals.pt")
 
 
 def tiny_model(seed: int = 0, vocab: int = 13, layers: int = 2) -> wt.Transformer:
@@ -164,19 +163,19 @@ def test_bad_logits_are_refused():
         wt.sample_next(torch.zeros(10))
 
 
-# ---- generate (GPT): greedy is temperature 0 --------------------------------------------------------------
+# ---- sampling a GPT: greedy is temperature 0 --------------------------------------------------------------
 
-def test_generate_at_temperature_zero_is_greedy_generate_and_sampling_reproduces():
+def test_a_gpt_sampled_at_temperature_zero_is_greedy_and_sampling_reproduces():
     model = tiny_gpt()
     prompt = torch.randint(4, 13, (3, 5), generator=torch.Generator().manual_seed(2))
-    assert torch.equal(wt.generate(model, prompt, 8, temperature=0), wt.greedy_generate(model, prompt, 8))
-    cached = wt.generate(model, prompt, 8, temperature=1.2, top_p=0.9, generator=torch.Generator().manual_seed(5))
-    plain = wt.generate(model, prompt, 8, temperature=1.2, top_p=0.9, generator=torch.Generator().manual_seed(5),
-                        use_cache=False)
+    assert torch.equal(wt.sample_decode(model, prompt, 8, temperature=0), wt.greedy_decode(model, prompt, 8))
+    cached = wt.sample_decode(model, prompt, 8, temperature=1.2, top_p=0.9, generator=torch.Generator().manual_seed(5))
+    plain = wt.sample_decode(model, prompt, 8, temperature=1.2, top_p=0.9, generator=torch.Generator().manual_seed(5),
+                             use_cache=False)
     assert torch.equal(cached, plain) and cached.shape == (3, 13)
-    assert not torch.equal(cached, wt.greedy_generate(model, prompt, 8))  # it did sample
+    assert not torch.equal(cached, wt.greedy_decode(model, prompt, 8))  # it did sample
     with pytest.raises(ValueError, match="top_k=14 is more than"):
-        wt.generate(model, prompt, 8, top_k=14)
+        wt.sample_decode(model, prompt, 8, top_k=14)
 
 
 # ---- beam search -----------------------------------------------------------------------------------------
@@ -199,7 +198,7 @@ def recomputed_scores(model, src, beams: torch.Tensor, length_penalty: float = 0
 def test_beam_size_one_gives_greedy_decode_tokens():
     for seed in range(3):
         model, src = tiny_model(seed), source(seed=seed + 1)
-        ids, _ = wt.beam_search(model, src, 12, SOS, EOS, beam_size=1)
+        ids = wt.beam_search(model, src, 12, SOS, EOS, beam_size=1).best
         assert torch.equal(ids, wt.greedy_decode(model, src, 12, SOS, EOS))
 
 
@@ -207,12 +206,11 @@ def test_beam_size_one_gives_greedy_decode_tokens():
 def test_cache_and_no_cache_agree_and_scores_equal_a_full_forward(length_penalty):
     model, src = tiny_model(1), source()
     best, best_score, beams, scores = wt.beam_search(model, src, 10, SOS, EOS, beam_size=4,
-                                                     length_penalty=length_penalty, return_all=True)
-    plain = wt.beam_search(model, src, 10, SOS, EOS, beam_size=4, length_penalty=length_penalty,
-                           use_cache=False, return_all=True)
+                                                     length_penalty=length_penalty)
+    plain = wt.beam_search(model, src, 10, SOS, EOS, beam_size=4, length_penalty=length_penalty, use_cache=False)
     assert beams.shape[:2] == (4, 4) and scores.shape == (4, 4) and best.shape == (4, beams.size(2))
-    assert torch.equal(plain[2], beams)
-    torch.testing.assert_close(plain[3], scores)
+    assert torch.equal(plain.ids, beams)
+    torch.testing.assert_close(plain.scores, scores)
     torch.testing.assert_close(scores.double(), recomputed_scores(model, src, beams, length_penalty),
                                atol=1e-4, rtol=1e-5)
     assert torch.equal(best, beams[:, 0]) and torch.equal(best_score, scores[:, 0])
@@ -225,7 +223,7 @@ def test_the_best_beam_scores_at_least_greedy_on_these_models():
     for seed in range(4):
         model, src = tiny_model(seed), source(seed=seed)
         greedy = wt.greedy_decode(model, src, 12, SOS, EOS)
-        _, best = wt.beam_search(model, src, 12, SOS, EOS, beam_size=3)
+        best = wt.beam_search(model, src, 12, SOS, EOS, beam_size=3).best_score
         greedy_score = recomputed_scores(model, src, greedy[:, None])[:, 0]
         assert (best.double() >= greedy_score - 1e-5).all(), (best, greedy_score)
 
@@ -234,7 +232,7 @@ def test_an_eos_ends_that_beam_only():
     model, src = tiny_model(2), source()
     with torch.no_grad():
         model.output_head.proj.bias[EOS] += 2.5  # eos likely: beams end at different steps
-    _, _, beams, _ = wt.beam_search(model, src, 15, SOS, EOS, beam_size=4, return_all=True)
+    beams = wt.beam_search(model, src, 15, SOS, EOS, beam_size=4).ids
     ends = set()
     for row in beams.reshape(-1, beams.size(2)).tolist():
         after = row.index(EOS) + 1 if EOS in row else len(row)
@@ -247,7 +245,7 @@ def test_an_eos_ends_that_beam_only():
 def test_the_numeral_checkpoint_beam_search_agrees_with_a_full_forward():
     trainer = wt.load_checkpoint(CHECKPOINT)
     src = wt.pad_batch([trainer.src_vocab.encode(list(t)) for t in ["三百零五", "七千二百", "十一"]])
-    _, _, beams, scores = wt.beam_search(trainer.model, src, 12, SOS, EOS, return_all=True)
+    _, _, beams, scores = wt.beam_search(trainer.model, src, 12, SOS, EOS)
     torch.testing.assert_close(scores.double(), recomputed_scores(trainer.model.eval(), src, beams),
                                atol=1e-4, rtol=1e-5)
     greedy = wt.greedy_decode(trainer.model, src, 12, SOS, EOS)
@@ -275,6 +273,89 @@ def test_the_cross_attention_cache_is_expanded_once_and_the_self_cache_follows_t
         cache.reorder(torch.tensor([0, 1]))
 
 
+# ---- the ids every verb takes, for either model -------------------------------------------------------------
+
+@pytest.mark.parametrize("sample", [False, True])
+def test_without_eos_every_row_gets_max_new_tokens_and_with_it_the_same_prefix(sample):
+    """eos_id=None is documented: no row ends, each gets max_new_tokens tokens; with eos a row ends there and
+    is padded, every token before it the same (a seeded draw draws the same: one number per token per row)."""
+    model, src = tiny_model(2), source()
+    with torch.no_grad():
+        model.output_head.proj.bias[EOS] += 2.0  # eos likely: rows end early when it counts
+
+    def decode(eos_id):
+        if sample:
+            return wt.sample_decode(model, src, 6, SOS, eos_id, generator=torch.Generator().manual_seed(0))
+        return wt.greedy_decode(model, src, 6, SOS, eos_id)
+
+    free, ended = decode(None), decode(EOS)
+    assert free.shape == (4, 7)  # six steps: nothing ended
+    assert (ended == EOS).any()
+    for row_free, row in zip(free.tolist(), ended.tolist()):
+        stop = row.index(EOS) + 1 if EOS in row else len(row)
+        assert row[:stop] == row_free[:stop] and all(t == PAD for t in row[stop:])
+    beams = wt.beam_search(model, src, 6, SOS, None, beam_size=3)
+    assert beams.ids.shape == (4, 3, 7)
+
+
+# ---- beam search on the GPT: the same verb -----------------------------------------------------------------
+
+@torch.no_grad()
+def gpt_log_prob(model: wt.GPT, prompt: torch.Tensor, continuations: torch.Tensor) -> torch.Tensor:
+    """prompt [L_p], continuations [N, T] -> [N]: the sum of the continuation tokens' log-probabilities, from
+    one full forward of each prompt + continuation (no cache, no beams: the reference)."""
+    ids = torch.cat([prompt.expand(continuations.size(0), -1), continuations], dim=1)  # [N, L_p + T]
+    log_probs = model(ids[:, :-1]).log_softmax(-1)[:, prompt.numel() - 1:]  # [N, T, V]: each continuation token
+    return log_probs.gather(-1, continuations[..., None]).squeeze(-1).double().sum(1)
+
+
+def test_gpt_beam_size_one_gives_greedy_decode_tokens():
+    for seed in range(3):
+        model = tiny_gpt(seed)
+        prompt = torch.randint(4, 13, (3, 4), generator=torch.Generator().manual_seed(seed))
+        for eos_id in (None, EOS):
+            found = wt.beam_search(model, prompt, 8, eos_id=eos_id, beam_size=1)
+            assert torch.equal(found.best, wt.greedy_decode(model, prompt, 8, eos_id=eos_id))
+
+
+def test_gpt_beam_search_finds_the_brute_force_best_two_token_continuations():
+    """With beam_size = V the first step keeps every token, so after two steps the beams are the V best of all
+    V² continuations: checked against scoring every one of them with a full forward."""
+    vocab = 7
+    model = tiny_gpt(3, vocab=vocab)
+    prompts = torch.tensor([[4, 5, 6], [6, 4, 4]])
+    found = wt.beam_search(model, prompts, 2, beam_size=vocab)
+    every = torch.cartesian_prod(torch.arange(vocab), torch.arange(vocab))  # [V², 2]: all continuations
+    for row, prompt in enumerate(prompts):
+        scores = gpt_log_prob(model, prompt, every)  # [V²]
+        best = scores.sort(descending=True, stable=True).indices[:vocab]
+        assert found.ids[row, :, :3].eq(prompt).all()  # every beam starts with its prompt
+        assert found.ids[row, :, 3:].tolist() == every[best].tolist()
+        torch.testing.assert_close(found.scores[row].double(), scores[best], atol=1e-5, rtol=1e-5)
+    assert torch.equal(found.best, found.ids[:, 0]) and torch.equal(found.best_score, found.scores[:, 0])
+
+
+@pytest.mark.parametrize("length_penalty", [0.0, 0.8])
+def test_gpt_beam_search_cached_equals_recomputed_and_each_left_padded_row_equals_it_alone(length_penalty):
+    model = tiny_gpt(1)
+    with torch.no_grad():
+        model.output_head.proj.bias[EOS] += 1.5  # beams end at different steps
+    prompts = [[5, 9, 11, 4], [7, 8], [12, 6, 10]]
+    batch = wt.left_pad(prompts, PAD)
+    cached = wt.beam_search(model, batch, 10, eos_id=EOS, beam_size=3, length_penalty=length_penalty)
+    plain = wt.beam_search(model, batch, 10, eos_id=EOS, beam_size=3, length_penalty=length_penalty,
+                           use_cache=False)
+    assert torch.equal(cached.ids, plain.ids)
+    torch.testing.assert_close(cached.scores, plain.scores)
+    for row, prompt in enumerate(prompts):
+        alone = wt.beam_search(model, torch.tensor([prompt]), 10, eos_id=EOS, beam_size=3,
+                               length_penalty=length_penalty)
+        width = alone.ids.size(2)
+        pad = batch.size(1) - len(prompt)
+        assert torch.equal(cached.ids[row, :, pad:pad + width], alone.ids[0])
+        torch.testing.assert_close(cached.scores[row], alone.scores[0], atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("kwargs,error,match", [
     ({"beam_size": 0}, ValueError, "beam_size must be at least 1"),
     ({"beam_size": 14}, ValueError, "beam_size=14 is more than the 13 target tokens"),
@@ -286,17 +367,10 @@ def test_bad_beam_input_is_refused_naming_the_parameter(kwargs, error, match):
         wt.beam_search(tiny_model(), source(), 5, SOS, EOS, **kwargs)
 
 
-def test_beam_search_takes_max_len_as_greedy_decode_does():
-    model, src = tiny_model(), source()
-    with pytest.warns(DeprecationWarning, match="max_new_tokens"):
-        old = wt.beam_search(model, src, max_len=5, sos_id=SOS, eos_id=EOS)
-    assert torch.equal(old[0], wt.beam_search(model, src, 5, SOS, EOS)[0])
-
-
 # ---- the notebook's picture and explorer -------------------------------------------------------------------
 
 def test_the_sampling_explorer_shows_what_survives():
-    trainer = wt.load_gpt_checkpoint(Path(__file__).resolve().parents[1] / "checkpoints" / "gpt_numerals.pt")
+    trainer = wt.load_gpt_checkpoint(wt.shipped_file("checkpoints", "gpt_numerals.pt"))
     explorer = wt.widgets.sampling_explorer(trainer.model, trainer.vocab, "三百零五")
     assert "tokens left: 1 of" not in explorer.text() and "[image/png]" in explorer.text()
     explorer.control("temperature").value = 0.0
@@ -342,17 +416,16 @@ def test_tied_logits_pick_the_lower_id_at_every_entry_point(tied):
     assert wt.sample_decode(model, src, 3, SOS, EOS, temperature=0).tolist() == expected
     assert wt.sample_decode(model, src, 3, SOS, EOS, top_k=1).tolist() == expected
     for use_cache in (True, False):
-        assert wt.beam_search(model, src, 3, SOS, EOS, beam_size=1, use_cache=use_cache)[0].tolist() == expected
+        assert wt.beam_search(model, src, 3, SOS, EOS, beam_size=1, use_cache=use_cache).best.tolist() == expected
     continued = [row + [lower] * 3 for row in prompt.tolist()]
-    assert wt.greedy_generate(gpt, prompt, 3).tolist() == continued
-    assert wt.generate(gpt, prompt, 3, temperature=0).tolist() == continued
-    assert wt.generate(gpt, prompt, 3, top_k=1).tolist() == continued
+    assert wt.greedy_decode(gpt, prompt, 3).tolist() == continued
+    assert wt.sample_decode(gpt, prompt, 3, temperature=0).tolist() == continued
+    assert wt.sample_decode(gpt, prompt, 3, top_k=1).tolist() == continued
 
 
 def test_tied_beams_rank_the_lower_beam_then_the_lower_id_first():
     """Four equal continuations of two equal beams (6 and 7): kept in flat order, (beam 0, 6) then (beam 0, 7)."""
-    _, _, every, scores = wt.beam_search(tied_head(tiny_model()), source(batch=1), 2, SOS, EOS, beam_size=2,
-                                         return_all=True)
+    _, _, every, scores = wt.beam_search(tied_head(tiny_model()), source(batch=1), 2, SOS, EOS, beam_size=2)
     assert every[0].tolist() == [[SOS, 6, 6], [SOS, 6, 7]]
     assert scores[0, 0] == scores[0, 1]
 
@@ -411,7 +484,7 @@ def test_a_source_of_pad_only_is_refused_as_a_gpt_prompt_of_pad_only_is(decode):
     with pytest.raises(ValueError, match=r"src rows \[1\] hold only PAD \(id 0\): give every source at least one"):
         decode(tiny_model(), src)
     with pytest.raises(ValueError, match=r"prompt rows \[1\] hold only PAD"):
-        wt.greedy_generate(tiny_gpt(), src, 3)
+        wt.greedy_decode(tiny_gpt(), src, 3)
 
 
 def test_a_start_token_equal_to_pad_is_not_refused():

@@ -108,7 +108,7 @@ def test_causal_lm_equals_transformers(build, changes):
         torch.testing.assert_close(saved_and_loaded(ours)(prompt), expected, atol=ATOL, rtol=RTOL)
         continuation = hf_greedy(lambda x: hf(x).logits, prompt[:, :4], 8)
         for use_cache in (True, False):
-            assert torch.equal(wt.greedy_generate(ours, prompt[:, :4], 8, use_cache=use_cache), continuation)
+            assert torch.equal(wt.greedy_decode(ours, prompt[:, :4], 8, use_cache=use_cache), continuation)
     assert sum(p.numel() for p in ours.parameters()) == wt.config.parameter_count(ours.cfg)
 
 

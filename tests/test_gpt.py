@@ -213,12 +213,12 @@ def test_gpt_cached_forward_equals_full_forward_and_holds_kv_heads():
 
 
 @pytest.mark.parametrize("positions", ["rope", "sinusoidal"])
-def test_greedy_generate_same_with_and_without_cache(positions):
+def test_gpt_greedy_decode_same_with_and_without_cache(positions):
     model = small_gpt(positions)
     prompt = torch.randint(1, 50, (2, 5))
-    cached = wt.greedy_generate(model, prompt, max_new_tokens=8)
+    cached = wt.greedy_decode(model, prompt, max_new_tokens=8)
     assert cached.shape == (2, 13)
-    assert torch.equal(cached, wt.greedy_generate(model, prompt, max_new_tokens=8, use_cache=False))
+    assert torch.equal(cached, wt.greedy_decode(model, prompt, max_new_tokens=8, use_cache=False))
     assert torch.equal(cached[:, :5], prompt)
 
 
@@ -227,11 +227,11 @@ def test_gpt_bad_input_names_the_parameter():
     with pytest.raises(ValueError, match="sequence length 25 is longer than max_len=24"):
         model(torch.ones(1, 25, dtype=torch.long))
     with pytest.raises(ValueError, match=r"max_len=24.*shorten the prompt"):
-        wt.greedy_generate(model, torch.ones(1, 20, dtype=torch.long), max_new_tokens=10)
+        wt.greedy_decode(model, torch.ones(1, 20, dtype=torch.long), max_new_tokens=10)
     with pytest.raises(ValueError, match=r"ids holds token id 50, outside the vocabulary \[0, 50\)"):
         model(torch.tensor([[1, 50]]))
     with pytest.raises(ValueError, match=r"prompt holds token id -1"):
-        wt.greedy_generate(model, torch.tensor([[1, -1]]), max_new_tokens=2)
+        wt.greedy_decode(model, torch.tensor([[1, -1]]), max_new_tokens=2)
     with pytest.raises(TypeError, match="ids must hold integer token ids"):
         model(torch.ones(1, 3))
     cache = model.new_cache(1)

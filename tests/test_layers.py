@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "walkthrough"
 LAYERS = {
     "i18n": -1,                                  # the reader's language: every layer's messages go through it
     "checks": 0, "steps": 0,                     # the shared validators and the table of steps: import nothing
+    "hooks": 0,                                  # which module is running, for the tools that tag by module
     "config": 1,                                 # the sizes, checked by the validators
     "recording": 1,                              # the hook model code reports steps through (reads the table)
     "masks": 2, "embedding": 2, "loss": 2, "rope": 2,  # model parts that need only the bottom
@@ -29,12 +30,13 @@ LAYERS = {
     "gpt": 7,                                    # the decoder-only model, built from the same parts
     "decoding": 8, "pytorch": 8,                 # greedy decoding of both models; PyTorch's weights copied in
     "hf": 8,                                     # transformers models read into ours (config and weights)
+    "meta": 8,                                   # our models on the meta device, one per config, for the tools
     "trace": 9, "cost": 9,                       # tools that run the model
     "memory": 9, "gradients": 9,                 # what training saves; the gradient shapes (beside trace)
     "data": 10, "checkpoints": 10,               # learning, beside the tools (neither imports the other)
     "corpus": 10,                                # the real phrases (CC-CEDICT), beside the numeral task
     "bpe": 11,                                   # text to ids: byte-pair encoding by hand, on the corpus (16)
-    "training": 11, "train": 12, "language_model": 13,
+    "training": 11, "numeral_task": 12, "language_model": 13,
     "translator": 13,                            # the CC-CEDICT translator (notebook 17), beside the language model
     "distributed": 12,                           # any training loop, its batch split across torchrun's processes
     "viz": 14, "quiz": 14,                       # teaching
@@ -44,7 +46,8 @@ LAYERS = {
     "__init__": 17,
     "__main__": 18,                              # the command line on top
 }
-TOOLS, LEARNING = {"trace", "cost", "memory", "gradients"}, {"data", "corpus", "train", "language_model", "translator"}
+TOOLS = {"trace", "cost", "memory", "gradients"}
+LEARNING = {"data", "corpus", "numeral_task", "language_model", "translator"}
 
 
 def imports_of(path: Path) -> set[str]:

@@ -237,7 +237,7 @@ def test_the_message_repeats_from_run_to_run(capsys):
 
 def test_every_block_of_the_package_with_weights_is_checked_by_path():
     """The blocks come from the package's model itself: a new block there is checked without a list to update."""
-    trained = wt.load_checkpoint(wt.model_check.SHIPPED_CHECKPOINT)
+    trained = wt.load_checkpoint(wt.shipped_file("checkpoints", "numerals.pt"))
     namespace = solution()
     mine = namespace["Transformer"](trained.model.cfg)
     with torch.no_grad(), wt.model_check._recording(trained.model) as calls:
@@ -251,7 +251,7 @@ def test_every_block_of_the_package_with_weights_is_checked_by_path():
 
 def test_block_gaps_find_where_a_change_starts_and_every_block_it_reaches():
     """One bias of decoder layer 1's FFN moved: every block finishing before it agrees, it and all after differ."""
-    trained = wt.load_checkpoint(wt.model_check.SHIPPED_CHECKPOINT)
+    trained = wt.load_checkpoint(wt.shipped_file("checkpoints", "numerals.pt"))
     changed = copy.deepcopy(trained.model)
     with torch.no_grad():
         changed.decoder.layers[1].feed_forward.linear2.bias[5] += 0.5
@@ -277,7 +277,7 @@ def test_side_by_side():
 ])
 def test_bad_requests_are_refused_clearly(bad, error, words):
     if bad == "instance":
-        bad = solution()["Transformer"](wt.load_checkpoint(wt.model_check.SHIPPED_CHECKPOINT).model.cfg)
+        bad = solution()["Transformer"](wt.load_checkpoint(wt.shipped_file("checkpoints", "numerals.pt")).model.cfg)
     with pytest.raises(error, match=words):
         wt.check_model(bad)
 
@@ -300,7 +300,7 @@ def test_the_check_leaves_the_global_random_stream_as_it_was(capsys):
     capsys.readouterr()
 
 
-TRAINED = wt.load_checkpoint(wt.model_check.SHIPPED_CHECKPOINT)  # the notebook's `trained`, for the cheats
+TRAINED = wt.load_checkpoint(wt.shipped_file("checkpoints", "numerals.pt"))  # the notebook's `trained`, for the cheats
 
 
 def returns_the_trained_model(namespace):

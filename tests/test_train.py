@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import walkthrough as wt
-from walkthrough import checkpoints, train, training
+from walkthrough import checkpoints, numeral_task, training
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = wt.TrainSettings(d_model=32, d_ff=64, batch_size=16, steps=30, warmup=5)
@@ -54,7 +54,7 @@ def test_training_lowers_the_loss_and_is_deterministic():
     assert second.run(progress=False).losses == report.losses == first.losses
     assert sum(report.losses[-5:]) < sum(report.losses[:5])
     assert (report.start_step, report.end_step, report.stopped_by) == (0, 30, "schedule end")
-    assert first.lrs == train.lr_curve(TINY)
+    assert first.lrs == numeral_task.lr_curve(TINY)
 
 
 def test_checkpoint_resume_equals_uninterrupted_training(tmp_path):

@@ -15,7 +15,7 @@ import walkthrough as wt
 from walkthrough import corpus, translator
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "checkpoints" / "cedict.pt"
+SHIPPED = wt.shipped_file("checkpoints", "cedict.pt")
 
 
 @pytest.fixture(scope="module")
@@ -97,10 +97,13 @@ def test_the_notebooks_short_fine_tune_lowers_the_validation_loss():
 
 def test_a_translator_checkpoint_is_not_a_numeral_one(tmp_path):
     translator.save_translator(tiny_trainer(), tmp_path / "tiny.pt")
+    with pytest.raises(ValueError, match=r"tiny\.pt holds an untrained model \(step 0\)"):
+        wt.load_translator(tmp_path / "tiny.pt")
+    assert wt.load_translator(tmp_path / "tiny.pt", allow_untrained=True).step == 0
     with pytest.raises(ValueError, match=r"holds the CC-CEDICT translator.*load it with load_translator"):
         wt.load_checkpoint(tmp_path / "tiny.pt")
     with pytest.raises(ValueError, match=r"holds an encoder-decoder Trainer .*load it with load_checkpoint"):
-        wt.load_translator(ROOT / "checkpoints" / "numerals.pt")
+        wt.load_translator(wt.shipped_file("checkpoints", "numerals.pt"))
 
 
 def test_the_shipped_files_say_their_licence():
@@ -126,7 +129,7 @@ def test_any_text_gets_a_translation(shipped, text):
 
 
 @pytest.mark.parametrize("texts,error,message", [
-    ([], ValueError, r"texts is empty: give at least one Chinese phrase"),
+    ([], ValueError, r"texts is empty: give at least one, e.g. \['早上好'\]"),
     ([""], ValueError, r"texts\[0\] is blank \(''\): there is nothing to translate"),
     (["早上好", "   "], ValueError, r"texts\[1\] is blank"),
     ("早上好", TypeError, r"wrap it in a list, \['早上好'\]"),

@@ -1,7 +1,37 @@
 """Transformer, by hand: a small, real encoder-decoder Transformer that shows its shapes.
 
-``wt.viz`` (matplotlib) and ``wt.widgets`` (ipywidgets) load on first use, so ``import walkthrough``
-stays light in a script or a test that draws nothing.
+The rule of the public API: what a notebook calls is flat, ``wt.name``; a tool's own vocabulary beyond its entry
+point stays in its module, ``wt.module.name``. So ``wt.training_memory`` (what one training step keeps) is flat,
+and the pieces it is checked against (``wt.memory.measure_saved``) are not; a notebook reaches each name one way
+(tests/test_api.py). The namespaces: ``wt.backward``, ``wt.bpe``, ``wt.cost``, ``wt.distributed``,
+``wt.gradients``, ``wt.memory``, ``wt.translator``, and ``wt.viz`` (matplotlib) and ``wt.widgets``
+(ipywidgets), which load on first use, so ``import walkthrough`` stays light in a script or a test that draws
+nothing. Names that check the student start with ``check_``; nothing else public does.
+
+The flat names, by what they are for (tests/test_api.py keeps this list and ``__all__`` the same):
+
+- **Models**: ``ModelConfig``, ``Transformer``, ``GPTConfig``, ``GPT``, ``Embedding``, ``sinusoidal_table``,
+  ``apply_rope``, ``MultiHeadAttention``, ``scaled_dot_product_attention``, ``keep_attention_weights``,
+  ``FeedForward``, ``AddNorm``, ``EncoderLayer``, ``DecoderLayer``, ``OutputHead``, ``KVCache``,
+  ``DecodingCache``, ``position_ids``, ``causal_mask``, ``padding_mask``, ``decoder_self_mask``, ``to_blocked``,
+  ``sequence_loss``, ``flash_attention``, ``flash_attention_backward``, ``flash_tiles``, ``online_softmax_step``
+- **Real models in**: ``from_transformers``, ``copy_torch_attention``, ``load_torch_transformer``
+- **Decoding** (one set of verbs for both models): ``greedy_decode``, ``greedy_steps``, ``sample_decode``,
+  ``beam_search``, ``Beams``, ``sample_next``, ``next_token_probs``, ``filter_logits``
+- **Shapes**: ``STEPS``, ``SOURCE_SIZES``, ``Row``, ``OpRow``, ``trace_shapes``, ``trace_module``,
+  ``TraceError``, ``shape_table``, ``ShapeTable``, ``shape_map``, ``summarise``, ``by_step``, ``print_shape``,
+  ``assert_shape``, ``training_memory``
+- **Data**: ``Vocab``, ``PHRASES``, ``phrase_vocabs``, ``numeral_vocabs``, ``chinese_numeral``,
+  ``chinese_tokens``, ``english_words``, ``pad_batch``, ``left_pad``, ``EVERYDAY_PHRASES``, ``cedict_pairs``,
+  ``cedict_rule_counts``, ``BPETokenizer``, ``SEPARATOR``
+- **Training**: ``make_batch``, ``teacher_forcing``, ``warmup_lr``, ``lr_curve``, ``smoothing_floor``,
+  ``TrainSettings``, ``Trainer``, ``held_out_pairs``, ``translate``, ``cross_attention_map``, ``GPTSettings``,
+  ``GPTTrainer``, ``make_lm_batch``, ``TranslatorSettings``
+- **Checkpoints** (each loader takes ``allow_untrained``): ``save_checkpoint``, ``load_checkpoint``,
+  ``save_gpt_checkpoint``, ``load_gpt_checkpoint``, ``load_translator``, ``shipped_file``
+- **Checking the student**: ``ask_shape``, ``check_shape_answer``, ``check_exercise``, ``check_model``,
+  ``block_gaps``, ``side_by_side``
+- **Language**: ``set_language``, ``get_language``
 """
 
 import importlib
@@ -25,11 +55,10 @@ from .data import (
     phrase_vocabs,
 )
 from .decoding import (
+    Beams,
     beam_search,
     filter_logits,
-    generate,
     greedy_decode,
-    greedy_generate,
     greedy_steps,
     next_token_probs,
     sample_decode,
@@ -48,6 +77,16 @@ from .masks import causal_mask, decoder_self_mask, padding_mask, to_blocked
 from .memory import training_memory
 from .model import Transformer
 from .model_check import block_gaps, check_model, side_by_side
+from .numeral_task import (
+    Trainer,
+    TrainSettings,
+    cross_attention_map,
+    held_out_pairs,
+    load_checkpoint,
+    lr_curve,
+    save_checkpoint,
+    translate,
+)
 from .pytorch import copy_torch_attention, load_torch_transformer
 from .quiz import ask_shape, check_shape_answer
 from .recording import Row
@@ -67,16 +106,6 @@ from .trace import (
     trace_module,
     trace_shapes,
 )
-from .train import (
-    Trainer,
-    TrainSettings,
-    cross_attention_map,
-    held_out_pairs,
-    load_checkpoint,
-    lr_curve,
-    save_checkpoint,
-    translate,
-)
 from .training import make_batch, smoothing_floor, teacher_forcing, warmup_lr
 from .translator import TranslatorSettings, load_translator
 
@@ -89,6 +118,7 @@ __all__ = [
     "STEPS",
     "AddNorm",
     "BPETokenizer",
+    "Beams",
     "DecoderLayer",
     "DecodingCache",
     "Embedding",
@@ -137,11 +167,9 @@ __all__ = [
     "flash_attention_backward",
     "flash_tiles",
     "from_transformers",
-    "generate",
     "get_language",
     "gradients",
     "greedy_decode",
-    "greedy_generate",
     "greedy_steps",
     "held_out_pairs",
     "keep_attention_weights",

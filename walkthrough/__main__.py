@@ -14,8 +14,8 @@ import torch
 
 from .config import ModelConfig
 from .i18n import N_, _
+from .numeral_task import MAX_BATCH_SIZE, MAX_HELD_OUT, TrainSettings
 from .trace import SOURCE_SIZES, format_table, summarise, trace_shapes
-from .train import MAX_BATCH_SIZE, MAX_HELD_OUT, TrainSettings
 
 MAX_TRACE_LAYERS = 96  # a trace builds every layer (on the meta device, but each is Python objects): 96 take seconds
 
@@ -34,19 +34,19 @@ SETTING_FLAGS = ("steps", "warmup", "seed", "batch_size", "dropout")  # what --r
 def _check_train(args) -> None:
     """Everything a run (one process or torchrun's ranks, each checking alike) can refuse before any work:
     every path it reads or writes first, so a bad one never costs a whole training run."""
-    from .checkpoints import check_checkpoint_path
+    from .checkpoints import validate_checkpoint_path
+    from .checks import check_dropout
     from .distributed import launched_by_torchrun
-    from .train import check_dropout
 
     if args.resume is not None:
-        check_checkpoint_path(args.resume, for_writing=False, name="--resume")
+        validate_checkpoint_path(args.resume, for_writing=False, name="--resume")
         given = ["--" + name.replace("_", "-") for name in SETTING_FLAGS if getattr(args, name) is not None]
         if given:
             raise ValueError(_("--resume continues the run saved in {path} with the settings stored there (its "
                              "steps, warm-up, seed and batch size): leave out {flags}").format(
                                  path=args.resume, flags=", ".join(given)))
     if args.save is not None:
-        check_checkpoint_path(args.save, for_writing=True, name="--save")
+        validate_checkpoint_path(args.save, for_writing=True, name="--save")
     if args.dropout is not None:
         check_dropout(args.dropout)
         if args.dropout and args.model == "gpt":
@@ -57,7 +57,7 @@ def _check_train(args) -> None:
             raise ValueError(_("--seconds is a budget each process measures by itself, so the ranks would stop at "
                              "different steps and wait for each other forever: under torchrun give --steps"))
         if args.report is not None:
-            check_checkpoint_path(args.report, for_writing=True, name="--report")
+            validate_checkpoint_path(args.report, for_writing=True, name="--report")
             if args.save is not None and Path(args.report).resolve() == Path(args.save).resolve():
                 raise ValueError(_("--report and --save name the same file ({path}): the report would overwrite "
                                  "the checkpoint; give them different names").format(path=args.report))
@@ -74,7 +74,7 @@ def _trainer(args):
         if args.resume is not None:
             return load_gpt_checkpoint(args.resume)
         return GPTTrainer(GPTSettings(**_given_settings(args)))
-    from .train import Trainer, TrainSettings, load_checkpoint
+    from .numeral_task import Trainer, TrainSettings, load_checkpoint
     if args.resume is not None:
         return load_checkpoint(args.resume)
     return Trainer(TrainSettings(**_given_settings(args)), dropout=args.dropout or 0.0)
@@ -88,7 +88,7 @@ def _given_settings(args) -> dict:
 
 def _save(trainer, path: str) -> None:
     from .language_model import GPTTrainer, save_gpt_checkpoint
-    from .train import save_checkpoint
+    from .numeral_task import save_checkpoint
 
     (save_gpt_checkpoint if isinstance(trainer, GPTTrainer) else save_checkpoint)(trainer, path)
 
@@ -119,7 +119,7 @@ def _train(args) -> int:
         rank_and_world,
         train_data_parallel,
     )
-    from .train import held_out_pairs
+    from .numeral_task import held_out_pairs
 
     rank, world_size = rank_and_world()
     _check_train(args)
@@ -149,12 +149,12 @@ def _train(args) -> int:
 
 
 def _train_cedict(args) -> int:
-    from .checkpoints import check_checkpoint_path
+    from .checkpoints import validate_checkpoint_path
     from .corpus import cedict_pairs
     from .translator import TranslatorSettings, TranslatorTrainer, save_translator, train_tokenizer
 
     if args.save is not None:
-        check_checkpoint_path(args.save, for_writing=True, name="--save")
+        validate_checkpoint_path(args.save, for_writing=True, name="--save")
     given = {name: getattr(args, name) for name in ("steps", "warmup", "seed", "batch_size")
              if getattr(args, name) is not None}
     settings = TranslatorSettings(**given)

@@ -14,6 +14,7 @@ import math
 import torch
 
 from .i18n import _
+from .loss import validate_smoothing
 from .masks import check_mask
 
 
@@ -161,9 +162,7 @@ def cross_entropy_backward(logits: torch.Tensor, labels: torch.Tensor, ignore_in
     if labels.is_floating_point() or labels.dtype == torch.bool:
         raise TypeError(_("labels must be integer class ids, got {dtype}; use labels.long()").format(
             dtype=labels.dtype))
-    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0 <= smoothing < 1:
-        raise ValueError(_("smoothing must be a number in [0, 1) (0.1 is usual), got {smoothing!r}").format(
-            smoothing=smoothing))
+    validate_smoothing(smoothing)
     counted = labels != ignore_index  # [...]
     count = int(counted.sum())
     if count == 0:

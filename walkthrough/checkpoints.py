@@ -6,7 +6,7 @@ a digest of all of it as stored.
 Reading checks all of it before a trainer is built: a damaged, altered or mixed-up file gets a message
 that says so, never a model that silently scores 0. Writing is whole or nothing (``save_whole``): a full
 disk or a second process saving to the same path never leaves a damaged file. Saving and loading a trainer
-stay with its task (``save_checkpoint`` in train.py, ``save_gpt_checkpoint`` in language_model.py).
+stay with its task (``save_checkpoint`` in numeral_task.py, ``save_gpt_checkpoint`` in language_model.py).
 """
 
 from __future__ import annotations
@@ -36,16 +36,33 @@ KINDS = {
                                    ("tokenizer",)),
 }
 COMMON_KEYS = ("settings", "step", "losses", "lrs", "schedule", "model", "sha256")
+# Weights renamed since a checkpoint of the same format was written: old prefix -> today's. The one place an
+# old name is still understood; a file is read with today's names, the digest checked on the names it holds.
+# The output head was called the generator (the Annotated Transformer's name).
+RENAMED_WEIGHTS = {"generator.": "output_head."}
+
+
+def current_names(weights: dict) -> dict:
+    """A state dict with every renamed weight (``RENAMED_WEIGHTS``) under today's name, in the same order."""
+    def today(name: str) -> str:
+        for old, new in RENAMED_WEIGHTS.items():
+            if name.startswith(old):
+                return new + name[len(old):]
+        return name
+
+    return {today(name): tensor for name, tensor in weights.items()}
 
 
 def shipped_file(*parts: str) -> Path:
-    """A file shipped with the series, such as ``shipped_file("checkpoints", "numerals.pt")``.
+    """A file shipped with the series, such as ``shipped_file("checkpoints", "numerals.pt")``: the one home of
+    every shipped file's path (the notebooks, the model check and the tests all ask here).
 
     Found from the working folder upwards, so the same line works in ``notebooks/`` and in the Chinese
-    edition's ``notebooks/zh/`` (the series' root is the first folder that holds ``parts``).
+    edition's ``notebooks/zh/`` (the series' root is the first folder that holds ``parts``), then in the
+    series' folder this package was loaded from (a script run from elsewhere).
     """
     start = Path.cwd().resolve()
-    for folder in (start, *start.parents):
+    for folder in (start, *start.parents, Path(__file__).resolve().parents[1]):
         if (folder / Path(*parts)).exists():
             return folder / Path(*parts)
     raise FileNotFoundError(_("{path} is not in {start} or any folder above it: open the notebook from "
@@ -53,7 +70,7 @@ def shipped_file(*parts: str) -> Path:
                                 .format(path=Path(*parts), start=start))
 
 
-def check_checkpoint_path(path, for_writing: bool, name: str = "path") -> Path:
+def validate_checkpoint_path(path, for_writing: bool, name: str = "path") -> Path:
     """A checkpoint path, checked before any work: a file name in a folder that exists (``name`` is for messages)."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(_("{name} must be a file path (a str or pathlib.Path) such as 'numerals.pt', "
@@ -143,10 +160,11 @@ def write_checkpoint(path: Path, kind: str, payload: dict) -> None:
     save_whole(state | {"sha256": digest(state)}, path)
 
 
-def read_checkpoint(path: str | Path, kind: str = CHECKPOINT_FORMAT) -> dict:
+def read_checkpoint(path: str | Path, kind: str = CHECKPOINT_FORMAT, allow_untrained: bool = False) -> dict:
     """Read a checkpoint of ``kind`` as plain data (``torch.load(weights_only=True)``: no code from the file runs),
-    and check it whole: its kind, its keys, the digest of its weights, and that every weight is finite."""
-    path = check_checkpoint_path(path, for_writing=False)
+    and check it whole: its kind, its keys, the digest of its weights, and that every weight is finite. A model
+    saved before any training step is refused unless ``allow_untrained`` (every loader takes the same flag)."""
+    path = validate_checkpoint_path(path, for_writing=False)
     save_name, load_name, kind_keys = KINDS[kind][1:]
     with open(path, "rb") as file:
         magic = file.read(4)
@@ -187,7 +205,10 @@ def read_checkpoint(path: str | Path, kind: str = CHECKPOINT_FORMAT) -> dict:
         raise ValueError(_("{path} holds NaN or infinite weights ({not_finite_0}, {len_not_finite} tensors in "
                          "all): the training that saved it diverged. Train again with a lower peak_lr").format(
                              path=path, not_finite_0=not_finite[0], len_not_finite=len(not_finite)))
-    return state
+    if state["step"] == 0 and not allow_untrained:
+        raise ValueError(_("{path} holds an untrained model (step 0): train it first, "
+                         "or pass allow_untrained=True to load it anyway").format(path=path))
+    return state | {"model": current_names(state["model"])}
 
 
 def settings_from(state: dict, settings_type: type, path: Path):

@@ -60,10 +60,12 @@ def check_rope_pairs(d_k: int) -> None:
 
 
 def check_dropout(dropout) -> None:
+    """A dropout probability: a number in [0, 1), the one check of it wherever it is given."""
+    message = _("dropout must be in [0, 1) (0 turns it off, 0.1 is the paper's), got {dropout!r}")
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
-        raise TypeError(_("dropout must be a number in [0, 1), got {dropout!r}").format(dropout=dropout))
-    if not 0 <= dropout < 1:
-        raise ValueError(_("dropout must be in [0, 1) (0.1 is usual), got {dropout}").format(dropout=dropout))
+        raise TypeError(message.format(dropout=dropout))
+    if not 0 <= dropout < 1:  # NaN fails this too
+        raise ValueError(message.format(dropout=dropout))
 
 
 def check_choice(name: str, value, choices: tuple[str, ...]) -> None:

@@ -67,7 +67,7 @@ def pad_batch(rows: Sequence[Sequence[int]], pad_id: int = Vocab.pad_id) -> torc
 def left_pad(rows: Sequence[Sequence[int]], pad_id: int = Vocab.pad_id) -> torch.Tensor:
     """Prompts of different lengths -> ids [B, L_max], short rows filled with pad_id on the LEFT.
 
-    Generation appends after the last column, so every prompt must end there: ``wt.generate`` takes
+    Generation appends after the last column, so every prompt must end there: ``wt.greedy_decode`` takes
     left-padded prompts (``pad_batch`` pads on the right, for training and for the encoder's source).
     """
     if not rows or any(len(r) == 0 for r in rows):

@@ -1,47 +1,38 @@
-"""Decoding, for both models: one new token at a time, the greedy choice, with or without the cache."""
+"""Decoding, for both models: one set of verbs, each taking either the encoder-decoder (``Transformer``, from a
+source [B, L_src] and ``sos_id``) or the decoder-only ``GPT`` (from a prompt [B, L_p]).
+
+- ``greedy_decode``: the most likely token at every step; ``greedy_steps`` yields each step as it goes.
+- ``sample_decode``: each token drawn (temperature, top-k, top-p); temperature 0 is ``greedy_decode``.
+- ``beam_search``: the ``beam_size`` best partial sequences kept at every step; ``beam_size=1`` is greedy.
+
+Each returns the decoder's side as it grew: ``sos`` then the new tokens (encoder-decoder), or the prompt then
+the new tokens (GPT). With ``use_cache`` (the default) each step feeds only the newest token and reuses the keys
+and values of earlier steps; the result is the same.
+
+Every verb takes the same two ids. ``sos_id``: the encoder-decoder's start token, required for it; a GPT takes
+none (its prompt is its start). ``eos_id``: the end token: a row that produced it holds PAD from then on (``eos``
+again in a GPT without padding) and decoding stops once every row has; None decodes ``max_new_tokens`` tokens in
+every row.
+"""
 
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import NamedTuple
 
 import torch
 from torch import nn
 
-from .config import check_positive_int, check_token_id
+from .checks import check_positive_int, check_token_id
 from .embedding import check_ids
 from .gpt import GPT
 from .i18n import _
 from .model import Transformer
 
 
-def check_decoding_ids(model: nn.Module, vocab_size: int, max_new_tokens: int, **ids) -> None:
-    """max_new_tokens must fit the model's positions; start/end ids must be tokens of its vocabulary."""
-    check_positive_int("max_new_tokens", max_new_tokens)
-    if max_new_tokens > model.cfg.max_len:
-        raise ValueError(_("max_new_tokens={max_new_tokens} need positions up to {max_new_tokens_1}, but the model "
-                         "has max_len={max_len}: decode fewer tokens").format(
-                             max_new_tokens=max_new_tokens, max_new_tokens_1=max_new_tokens - 1,
-                             max_len=model.cfg.max_len))
-    for name, value in ids.items():
-        check_token_id(name, value, vocab_size)
-
-
-def _new_tokens(max_new_tokens: int | None, max_len: int | None) -> int:
-    """``max_new_tokens``, or the old name ``max_len`` (DESIGN's contract) with a DeprecationWarning."""
-    if max_len is None:
-        if max_new_tokens is None:
-            raise TypeError(_("give max_new_tokens: how many tokens to decode at most"))
-        return max_new_tokens
-    if max_new_tokens is not None:
-        raise TypeError(_("give max_new_tokens only (max_len is its old name)"))
-    warnings.warn("max_len is now max_new_tokens (cfg.max_len is the position table's size)", DeprecationWarning,
-                  stacklevel=3)
-    return max_len
-
-
-def check_source(model: Transformer, src: torch.Tensor) -> None:
+def _check_source(model: Transformer, src: torch.Tensor) -> None:
     """src [B, L_src]: token ids of the source vocabulary, at least one real (non-PAD) token per row, as a
     GPT's prompt must have: a row of PAD only has nothing to attend to and would decode silently."""
     check_ids(src, model.cfg.src_vocab_size, "src")
@@ -53,96 +44,176 @@ def check_source(model: Transformer, src: torch.Tensor) -> None:
                            "(drop the empty sentences)").format(rows=empty, pad_id=model.cfg.pad_id))
 
 
-def _check_model(model, wanted: type, right: str) -> None:
-    if not isinstance(model, wanted):
-        raise TypeError(_("model must be a walkthrough.{type}, got {type_}; {right}").format(
-            type=wanted.__name__, type_=type(model).__name__, right=right))
+def _check_left_padded(model: GPT, prompt: torch.Tensor) -> None:
+    """prompt [B, L_p]: PAD (model.cfg.pad_id) only before a row's first real token, at least one real token
+    per row; left padding only for a GPT whose positions can start at each row's first token (rope)."""
+    pad_id = model.cfg.pad_id
+    if pad_id is None:
+        return  # a GPT without padding (GPT-2): every token is real
+    real = prompt != pad_id  # [B, L_p]
+    empty = (~real.any(dim=1)).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(_("prompt rows {rows} hold only PAD (id {pad_id}): give every row at least one token "
+                           "(drop the empty prompts)").format(rows=empty, pad_id=pad_id))
+    inside = (real.cummax(dim=1).values & ~real).any(dim=1).nonzero().flatten().tolist()  # PAD after a real token
+    if inside:
+        raise ValueError(_("prompt rows {rows} have PAD (id {pad_id}) after their first token: pad prompts of "
+                           "different lengths on the left, e.g. wt.left_pad(prompts, pad_id), so every row's "
+                           "next token is in the last column").format(rows=inside, pad_id=pad_id))
+    if not real.all() and model.cfg.positions != "rope":
+        raise ValueError(_("prompt is left-padded, but this GPT adds a table of positions "
+                           "(positions={positions!r}), which would count the PAD: generate prompts of one length "
+                           "together, or use a GPT with positions='rope'").format(positions=model.cfg.positions))
 
 
-@torch.no_grad()
-def greedy_steps(model: Transformer, src: torch.Tensor, max_new_tokens: int | None = None, sos_id: int | None = None,
-                 eos_id: int | None = None, use_cache: bool = True, *, max_len: int | None = None,
-                 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Decode one position at a time, yielding (prefix [B, t+1], probabilities [B, V_tgt]) per step.
-
-    The prefix grows [B, 1] -> [B, 2] -> ...; rows that produced ``eos`` are padded from then on.
-    Stops when every row has finished or after ``max_new_tokens`` new tokens. ``use_cache``: feed only
-    the newest token and reuse the keys and values of earlier steps (same result); False re-runs the
-    decoder on the whole prefix at every step.
-    """
-    max_new_tokens = _new_tokens(max_new_tokens, max_len)
-    _check_model(model, Transformer, "for a GPT use wt.greedy_generate(model, prompt, max_new_tokens)")
-    check_decoding_ids(model, model.cfg.tgt_vocab_size, max_new_tokens, sos_id=sos_id, eos_id=eos_id)
-    check_source(model, src)
-    yield from _decode_steps(model, src, max_new_tokens, sos_id, eos_id, use_cache, 0, None, None, None)
+def _vocab_size(model: Transformer | GPT) -> int:
+    return model.cfg.tgt_vocab_size if isinstance(model, Transformer) else model.cfg.vocab_size
 
 
-def _decode_steps(model: Transformer, src: torch.Tensor, max_new_tokens: int, sos_id: int, eos_id: int,
-                  use_cache: bool, temperature: float, top_k: int | None, top_p: float | None,
-                  generator: torch.Generator | None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """The encoder-decoder's loop (inputs already checked): each new token from ``sample_next``; yields
-    (prefix [B, t+1], the model's probabilities [B, V_tgt]) per step. Temperature 0 is greedy."""
+def _check_start(model, inputs, max_new_tokens: int, sos_id, eos_id) -> None:
+    """What every verb is given, checked before any work: the model, its source or prompt, the ids, the length."""
+    if not isinstance(model, (Transformer, GPT)):
+        raise TypeError(_("model must be a walkthrough.Transformer (with src and sos_id) or a walkthrough.GPT "
+                          "(with a prompt), got {type}").format(type=type(model).__name__))
+    check_positive_int("max_new_tokens", max_new_tokens)
+    if isinstance(model, Transformer):
+        if sos_id is None:
+            raise TypeError(_("an encoder-decoder starts its target with a start token: pass sos_id, e.g. "
+                              "sos_id=wt.Vocab.sos_id"))
+        check_token_id("sos_id", sos_id, model.cfg.tgt_vocab_size)
+        if max_new_tokens > model.cfg.max_len:
+            raise ValueError(_("max_new_tokens={max_new_tokens} need positions up to {max_new_tokens_1}, but the "
+                               "model has max_len={max_len}: decode fewer tokens").format(
+                                   max_new_tokens=max_new_tokens, max_new_tokens_1=max_new_tokens - 1,
+                                   max_len=model.cfg.max_len))
+    elif sos_id is not None:
+        raise TypeError(_("a GPT continues its prompt and takes no sos_id: leave sos_id out (a start token, if the "
+                          "GPT has one, goes at the front of the prompt)"))
+    if eos_id is not None:
+        check_token_id("eos_id", eos_id, _vocab_size(model))
+    if isinstance(model, Transformer):
+        _check_source(model, inputs)
+        return
+    check_ids(inputs, model.cfg.vocab_size, "prompt")
+    needed = inputs.size(1) + max_new_tokens - 1  # the last new token is never fed back
+    if needed > model.cfg.max_len:
+        raise ValueError(_("a prompt of {prompt_size_1} tokens and {max_new_tokens} new ones need {needed} positions, "
+                           "but max_len={max_len}: shorten the prompt or ask for fewer tokens").format(
+                               prompt_size_1=inputs.size(1), max_new_tokens=max_new_tokens, needed=needed,
+                               max_len=model.cfg.max_len))
+    _check_left_padded(model, inputs)
+
+
+@contextmanager
+def _evaluating(model: nn.Module) -> Iterator[None]:
+    """The model in eval mode (no dropout) while the block runs, then back in the mode it was in."""
     was_training = model.training
     model.eval()
     try:
-        memory = model.encode(src)  # [B, L_src, D], computed once
-        cache = model.new_cache(src) if use_cache else None
-        ys = torch.full((src.size(0), 1), sos_id, dtype=torch.long, device=src.device)  # [B, 1]
-        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        for _step in range(max_new_tokens):
-            fed = ys[:, -1:] if use_cache else ys  # [B, 1] or [B, t]
-            logits = model.output_head(model.decode(fed, memory, src, cache)[:, -1])  # [B, V_tgt]
-            next_id = sample_next(logits, temperature, top_k, top_p, generator).masked_fill(finished, model.cfg.pad_id)
-            ys = torch.cat([ys, next_id[:, None]], dim=1)  # [B, t+1]
-            finished |= next_id == eos_id
-            yield ys, logits.softmax(-1)
-            if finished.all():
-                break
+        yield
     finally:
         model.train(was_training)
 
 
-def greedy_decode(model: Transformer, src: torch.Tensor, max_new_tokens: int | None = None,
-                  sos_id: int | None = None, eos_id: int | None = None, use_cache: bool = True, *,
-                  max_len: int | None = None) -> torch.Tensor:
-    """src [B, L_src] -> ids [B, T] starting with ``sos``, T <= 1 + max_new_tokens; after ``eos`` a row
-    holds ``pad``. One step's probabilities are alive at a time."""
-    _check_model(model, Transformer, "for a GPT use wt.greedy_generate(model, prompt, max_new_tokens)")
-    for prefix, _probs in greedy_steps(model, src, _new_tokens(max_new_tokens, max_len), sos_id, eos_id,
-                                       use_cache):
+class _NextLogits:
+    """Either model's next-token logits for a batch of growing sequences, with or without the cache: the one
+    place the two models differ. ``copies``: each input row repeated (beam search's beams of one sentence)."""
+
+    def __init__(self, model: Transformer | GPT, inputs: torch.Tensor, sos_id: int | None, use_cache: bool,
+                 copies: int = 1):
+        self.model = model
+        if isinstance(model, Transformer):
+            self.src = inputs.repeat_interleave(copies, dim=0)  # [N, L_src], N = B·copies
+            self.memory = model.encode(inputs).repeat_interleave(copies, dim=0)  # [N, L_src, D], encoded once
+            self.cache = model.new_cache(self.src) if use_cache else None
+            self.start = torch.full((self.src.size(0), 1), sos_id, dtype=torch.long, device=inputs.device)  # [N, 1]
+        else:
+            self.start = inputs.repeat_interleave(copies, dim=0)  # [N, L_p]
+            self.cache = model.new_cache(self.start.size(0)) if use_cache else None
+
+    def __call__(self, ys: torch.Tensor) -> torch.Tensor:
+        """ys [N, t], the sequences so far -> logits [N, V] for the token after each."""
+        unseen = ys if self.cache is None else ys[:, len(self.cache):]  # [N, t], or the tokens the cache lacks
+        if isinstance(self.model, Transformer):
+            return self.model.output_head(self.model.decode(unseen, self.memory, self.src, self.cache)[:, -1])
+        return self.model(unseen, self.cache)[:, -1]
+
+
+def _finished_token(model: Transformer | GPT, eos_id: int | None) -> int | None:
+    """What a row that has ended holds from then on: PAD, or ``eos`` again in a model without padding."""
+    return eos_id if model.cfg.pad_id is None else model.cfg.pad_id
+
+
+def _decode(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int, sos_id: int | None,
+            eos_id: int | None, use_cache: bool, choose: Callable[[torch.Tensor], torch.Tensor]
+            ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The loop of greedy and sampled decoding (inputs already checked): ``choose`` turns each step's logits
+    [B, V] into ids [B]; yields (the sequences so far [B, t+1], that step's logits [B, V])."""
+    with _evaluating(model):
+        next_logits = _NextLogits(model, inputs, sos_id, use_cache)
+        ys = next_logits.start  # [B, 1] (sos) or [B, L_p] (the prompt)
+        finished = torch.zeros(ys.size(0), dtype=torch.bool, device=ys.device)  # [B]
+        for _step in range(max_new_tokens):
+            logits = next_logits(ys)  # [B, V]
+            next_id = choose(logits)  # [B]
+            if eos_id is not None:
+                next_id = next_id.masked_fill(finished, _finished_token(model, eos_id))
+                finished |= next_id == eos_id
+            ys = torch.cat([ys, next_id[:, None]], dim=1)  # [B, t+1]
+            yield ys, logits
+            if finished.all():
+                break
+
+
+@torch.no_grad()
+def greedy_steps(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int, sos_id: int | None = None,
+                 eos_id: int | None = None, use_cache: bool = True) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """``greedy_decode`` one step at a time: yields (the sequences so far [B, t+1], that step's probabilities
+    [B, V]) per step, the sequences growing by one column each time.
+
+    ``sos_id``, ``eos_id``: as for every verb (the module's docstring).
+    """
+    _check_start(model, inputs, max_new_tokens, sos_id, eos_id)
+    for ys, logits in _decode(model, inputs, max_new_tokens, sos_id, eos_id, use_cache, _greedy):
+        yield ys, logits.softmax(-1)
+
+
+def _greedy(logits: torch.Tensor) -> torch.Tensor:
+    return sample_next(logits, 0)  # [B]: the argmax, the lower id on a tie
+
+
+def greedy_decode(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int, sos_id: int | None = None,
+                  eos_id: int | None = None, use_cache: bool = True) -> torch.Tensor:
+    """The most likely token at every step. Encoder-decoder: src [B, L_src] -> ids [B, T] starting with ``sos``,
+    T <= 1 + max_new_tokens. GPT: prompt [B, L_p] -> [B, L_p + T], T <= max_new_tokens; prompts of different
+    lengths go in one batch left-padded (``wt.left_pad``), and each row gets the tokens it gets alone.
+
+    ``sos_id``, ``eos_id``: as for every verb (the module's docstring).
+
+    One step's probabilities are alive at a time (``greedy_steps`` hands each over and drops it).
+    """
+    for prefix, _probs in greedy_steps(model, inputs, max_new_tokens, sos_id, eos_id, use_cache):
         ys = prefix  # the step's [B, V] probabilities are dropped as the next step's arrive
     return ys
 
 
 @torch.no_grad()
-def sample_decode(model: Transformer, src: torch.Tensor, max_new_tokens: int, sos_id: int, eos_id: int,
-                  temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                  generator: torch.Generator | None = None, use_cache: bool = True) -> torch.Tensor:
-    """src [B, L_src] -> ids [B, T] starting with ``sos``, T <= 1 + max_new_tokens, ``pad`` after ``eos``.
+def sample_decode(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int, sos_id: int | None = None,
+                  eos_id: int | None = None, temperature: float = 1.0, top_k: int | None = None,
+                  top_p: float | None = None, generator: torch.Generator | None = None,
+                  use_cache: bool = True) -> torch.Tensor:
+    """``greedy_decode``'s loop with each new token drawn by ``sample_next``: temperature, then top_k, then top_p;
+    a seeded ``generator`` reproduces the draws, and ``temperature=0`` gives exactly ``greedy_decode``'s tokens.
+    The same shapes as ``greedy_decode``.
 
-    ``generate``'s sibling for the encoder-decoder: each new token comes from ``sample_next`` (temperature,
-    top_k, top_p, a seeded ``generator`` reproduces the draws). ``greedy_decode`` is the same loop at
-    temperature 0, so ``temperature=0`` gives exactly its tokens.
+    ``sos_id``, ``eos_id``: as for every verb (the module's docstring).
     """
-    _check_model(model, Transformer, "for a GPT use wt.generate(model, prompt, max_new_tokens, ...)")
-    check_decoding_ids(model, model.cfg.tgt_vocab_size, max_new_tokens, sos_id=sos_id, eos_id=eos_id)
-    _check_sampling(model.cfg.tgt_vocab_size, src.device, temperature, top_k, top_p, generator)
-    check_source(model, src)
-    for prefix, _probs in _decode_steps(model, src, max_new_tokens, sos_id, eos_id, use_cache, temperature, top_k,
-                                        top_p, generator):
-        ys = prefix  # each step's [B, V] probabilities are dropped as the next step's arrive
+    _check_start(model, inputs, max_new_tokens, sos_id, eos_id)
+    _check_sampling(_vocab_size(model), inputs.device, temperature, top_k, top_p, generator)
+    for prefix, _logits in _decode(model, inputs, max_new_tokens, sos_id, eos_id, use_cache,
+                                   lambda logits: sample_next(logits, temperature, top_k, top_p, generator)):
+        ys = prefix  # each step's [B, V] logits are dropped as the next step's arrive
     return ys
-
-
-def greedy_generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_id: int | None = None,
-                    use_cache: bool = True) -> torch.Tensor:
-    """prompt [B, L_p] (rows of different lengths left-padded) -> [B, L_p + T], T <= max_new_tokens.
-
-    The argmax at every step: ``generate`` at temperature 0. Rows that produced ``eos`` are padded from
-    then on; stops when all have. With ``use_cache`` the prompt runs once and each later step feeds only
-    the newest token.
-    """
-    return generate(model, prompt, max_new_tokens, eos_id, temperature=0, use_cache=use_cache)
 
 
 # ---- choosing the next token (notebook 12): sampling filters, sampling generation, beam search ----
@@ -278,107 +349,22 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # [B]
 
 
-def check_left_padded(model: GPT, prompt: torch.Tensor) -> None:
-    """prompt [B, L_p]: PAD (model.cfg.pad_id) only before a row's first real token, at least one real token
-    per row; left padding only for a GPT whose positions can start at each row's first token (rope)."""
-    pad_id = model.cfg.pad_id
-    if pad_id is None:
-        return  # a GPT without padding (GPT-2): every token is real
-    real = prompt != pad_id  # [B, L_p]
-    empty = (~real.any(dim=1)).nonzero().flatten().tolist()
-    if empty:
-        raise ValueError(_("prompt rows {rows} hold only PAD (id {pad_id}): give every row at least one token "
-                           "(drop the empty prompts)").format(rows=empty, pad_id=pad_id))
-    inside = (real.cummax(dim=1).values & ~real).any(dim=1).nonzero().flatten().tolist()  # PAD after a real token
-    if inside:
-        raise ValueError(_("prompt rows {rows} have PAD (id {pad_id}) after their first token: pad prompts of "
-                           "different lengths on the left, e.g. wt.left_pad(prompts, pad_id), so every row's "
-                           "next token is in the last column").format(rows=inside, pad_id=pad_id))
-    if not real.all() and model.cfg.positions != "rope":
-        raise ValueError(_("prompt is left-padded, but this GPT adds a table of positions "
-                           "(positions={positions!r}), which would count the PAD: generate prompts of one length "
-                           "together, or use a GPT with positions='rope'").format(positions=model.cfg.positions))
-
-
-@torch.no_grad()
-def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, eos_id: int | None = None,
-             temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-             generator: torch.Generator | None = None, use_cache: bool = True) -> torch.Tensor:
-    """prompt [B, L_p] -> [B, L_p + T], T <= max_new_tokens.
-
-    Each new token comes from ``sample_next`` (temperature 0: greedy, which is ``greedy_generate``).
-    Rows that produced ``eos`` are padded from then on; stops when all have. With ``use_cache`` the
-    prompt runs once and each later step feeds only the newest token; the cache grows for all rows at once.
-
-    Prompts of different lengths go in one batch left-padded (``wt.left_pad``): PAD first, then the prompt,
-    so every row's next token is in the last column. PAD keys are masked at every step and each row's
-    positions start at its first real token (rotary positions), so a row gets the tokens it gets alone.
-    """
-    _check_model(model, GPT, "for an encoder-decoder use wt.greedy_decode(model, src, max_new_tokens, sos_id, "
-                             "eos_id), wt.sample_decode(..., temperature=...) or wt.beam_search(...)")
-    check_ids(prompt, model.cfg.vocab_size, "prompt")
-    check_positive_int("max_new_tokens", max_new_tokens)
-    if eos_id is not None:
-        check_token_id("eos_id", eos_id, model.cfg.vocab_size)
-    _check_sampling(model.cfg.vocab_size, prompt.device, temperature, top_k, top_p, generator)
-    needed = prompt.size(1) + max_new_tokens - 1  # the last new token is never fed back
-    if needed > model.cfg.max_len:
-        raise ValueError(_("a prompt of {prompt_size_1} tokens and {max_new_tokens} new ones need {needed} positions, "
-                         "but max_len={max_len}: shorten the prompt or ask for fewer tokens").format(
-                             prompt_size_1=prompt.size(1), max_new_tokens=max_new_tokens, needed=needed,
-                             max_len=model.cfg.max_len))
-    check_left_padded(model, prompt)
-    was_training = model.training
-    model.eval()
-    try:
-        cache = model.new_cache(prompt.size(0)) if use_cache else None
-        ids, fed = prompt, prompt
-        finished = torch.zeros(prompt.size(0), dtype=torch.bool, device=prompt.device)
-        for _step in range(max_new_tokens):
-            logits = model(fed, cache)[:, -1]  # [B, V]
-            next_id = sample_next(logits, temperature, top_k, top_p, generator)  # [B]
-            if eos_id is not None:  # a finished row repeats pad (eos in a model without padding)
-                next_id = next_id.masked_fill(finished, eos_id if model.cfg.pad_id is None else model.cfg.pad_id)
-            ids = torch.cat([ids, next_id[:, None]], dim=1)  # [B, t+1]
-            fed = next_id[:, None] if use_cache else ids
-            if eos_id is not None:
-                finished |= next_id == eos_id
-                if finished.all():
-                    break
-        return ids
-    finally:
-        model.train(was_training)
-
-
 def length_penalty_factor(length: torch.Tensor, length_penalty: float) -> torch.Tensor:
     """GNMT's length penalty (Wu et al. 2016): ((5 + len) / 6) ** length_penalty; 1 when length_penalty = 0."""
     return ((5 + length.to(torch.get_default_dtype())) / 6) ** length_penalty
 
 
-@torch.no_grad()
-def beam_search(model: Transformer, src: torch.Tensor, max_new_tokens: int | None = None, sos_id: int | None = None,
-                eos_id: int | None = None, beam_size: int = 4, length_penalty: float = 0.0, use_cache: bool = True,
-                return_all: bool = False, *, max_len: int | None = None):
-    """src [B, L_src] -> (ids [B, T], scores [B]): the best of ``beam_size`` beams per sentence.
+class Beams(NamedTuple):
+    """What ``beam_search`` found for each input row: the best sequence and its score, then every beam, best first.
+    T counts the start (``sos``, or the prompt) and the new tokens."""
 
-    ``return_all=True`` -> (ids, scores, every beam's ids [B, beam, T], their scores [B, beam]), best first.
-    ids start with ``sos``; after a beam's ``eos`` it holds ``pad``; T <= 1 + max_new_tokens.
+    best: torch.Tensor  # [B, T]
+    best_score: torch.Tensor  # [B]
+    ids: torch.Tensor  # [B, beam, T]
+    scores: torch.Tensor  # [B, beam]
 
-    A beam's score is the sum of its chosen tokens' log-probabilities (up to and including ``eos``)
-    divided by GNMT's length penalty ``((5 + len) / 6) ** length_penalty``, len = those tokens' count
-    (0: no penalty, the plain log-probability). Each step every live beam proposes every token; the
-    beam_size best-scoring continuations of each sentence survive. A finished beam proposes only itself
-    (pad, at no cost), so it stays finished and keeps its score. Stops when every beam has finished.
 
-    The beams live in the batch dim: sentence b's beams are rows b·beam .. b·beam + beam - 1 of
-    [B·beam, ...]. The memory (hence the cross-attention cache) is expanded once; after each step the
-    self-attention cache follows the surviving beams (``DecodingCache.reorder``: index_select on the batch dim).
-    """
-    max_new_tokens = _new_tokens(max_new_tokens, max_len)
-    _check_model(model, Transformer, "for a GPT use wt.generate(model, prompt, max_new_tokens, ...)")
-    vocab, pad_id = model.cfg.tgt_vocab_size, model.cfg.pad_id
-    check_decoding_ids(model, vocab, max_new_tokens, sos_id=sos_id, eos_id=eos_id)
-    check_source(model, src)
+def _check_beam(vocab: int, beam_size, length_penalty) -> None:
     check_positive_int("beam_size", beam_size, _(" (1 is greedy decoding)"))
     if beam_size > vocab:
         raise ValueError(_("beam_size={beam_size} is more than the {vocab} target tokens: the first step could not "
@@ -389,24 +375,44 @@ def beam_search(model: Transformer, src: torch.Tensor, max_new_tokens: int | Non
     if not math.isfinite(length_penalty):
         raise ValueError(_("length_penalty must be a finite number (0 = none, GNMT uses 0.6-1.0), got {length_penalty}")
             .format(length_penalty=length_penalty))
-    was_training = model.training
-    model.eval()
-    try:
-        batch, k = src.size(0), beam_size
-        memory = model.encode(src).repeat_interleave(k, dim=0)  # [B·beam, L_src, D], expanded once
-        beam_src = src.repeat_interleave(k, dim=0)  # [B·beam, L_src]
-        cache = model.new_cache(beam_src) if use_cache else None
-        ys = torch.full((batch * k, 1), sos_id, dtype=torch.long, device=src.device)  # [B·beam, 1]
-        log_p = torch.full((batch, k), -math.inf, device=src.device)  # [B, beam]
+
+
+@torch.no_grad()
+def beam_search(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int, sos_id: int | None = None,
+                eos_id: int | None = None, beam_size: int = 4, length_penalty: float = 0.0,
+                use_cache: bool = True) -> Beams:
+    """The best of ``beam_size`` beams per input row, as ``Beams(best [B, T], best_score [B], ids [B, beam, T],
+    scores [B, beam])``, best first. T as in ``greedy_decode``; after a beam's ``eos`` it holds PAD.
+
+    ``sos_id``, ``eos_id``: as for every verb (the module's docstring).
+
+    A beam's score is the sum of its chosen tokens' log-probabilities (up to and including ``eos``)
+    divided by GNMT's length penalty ``((5 + len) / 6) ** length_penalty``, len = those tokens' count
+    (0: no penalty, the plain log-probability). Each step every live beam proposes every token; the
+    beam_size best-scoring continuations of each row survive. A finished beam proposes only itself
+    (PAD, at no cost), so it stays finished and keeps its score. Stops when every beam has finished.
+
+    The beams live in the batch dim: row b's beams are rows b·beam .. b·beam + beam - 1 of [B·beam, ...].
+    The source's memory (hence the cross-attention cache) is expanded once; after each step the
+    self-attention cache follows the surviving beams (``DecodingCache.reorder``: index_select on the batch dim).
+    """
+    _check_start(model, inputs, max_new_tokens, sos_id, eos_id)
+    vocab = _vocab_size(model)
+    _check_beam(vocab, beam_size, length_penalty)
+    with _evaluating(model):
+        batch, k, device = inputs.size(0), beam_size, inputs.device
+        next_logits = _NextLogits(model, inputs, sos_id, use_cache, copies=k)
+        ys = next_logits.start  # [B·beam, t0]: t0 = 1 (sos) or L_p (the prompt)
+        log_p = torch.full((batch, k), -math.inf, device=device)  # [B, beam]
         log_p[:, 0] = 0.0  # at the start the beams are one: only the first proposes, or all would be the same
-        lengths = torch.zeros(batch, k, dtype=torch.long, device=src.device)  # [B, beam] tokens scored
-        finished = torch.zeros(batch, k, dtype=torch.bool, device=src.device)  # [B, beam]
-        stay = torch.full((vocab,), -math.inf, device=src.device)
-        stay[pad_id] = 0.0  # a finished beam's only continuation: pad, at no cost
+        lengths = torch.zeros(batch, k, dtype=torch.long, device=device)  # [B, beam] tokens scored
+        finished = torch.zeros(batch, k, dtype=torch.bool, device=device)  # [B, beam]
+        ended = torch.full((vocab,), -math.inf, device=device)  # [V]: a finished beam's only continuation
+        if eos_id is not None:
+            ended[_finished_token(model, eos_id)] = 0.0  # PAD (eos without padding), at no cost
         for _step in range(max_new_tokens):
-            fed = ys[:, -1:] if use_cache else ys  # [B·beam, 1] or [B·beam, t]
-            step = model.output_head(model.decode(fed, memory, beam_src, cache)[:, -1]).log_softmax(-1)  # [B·beam, V]
-            step = torch.where(finished[..., None], stay, step.view(batch, k, vocab))  # [B, beam, V]
+            step = next_logits(ys).log_softmax(-1)  # [B·beam, V]
+            step = torch.where(finished[..., None], ended, step.view(batch, k, vocab))  # [B, beam, V]
             total = log_p[..., None] + step  # [B, beam, V]
             new_lengths = lengths + (~finished).long()  # [B, beam]
             ranked = total / length_penalty_factor(new_lengths, length_penalty)[..., None]  # [B, beam, V]
@@ -416,17 +422,15 @@ def beam_search(model: Transformer, src: torch.Tensor, max_new_tokens: int | Non
             beam, token = choice // vocab, choice % vocab  # [B, beam] each: which old beam, which token
             log_p = total.view(batch, k * vocab).gather(-1, choice)
             lengths = new_lengths.gather(-1, beam)
-            finished = finished.gather(-1, beam) | (token == eos_id)
-            rows = (beam + k * torch.arange(batch, device=src.device)[:, None]).view(-1)  # [B·beam] old rows
+            finished = finished.gather(-1, beam)
+            if eos_id is not None:
+                finished |= token == eos_id
+            rows = (beam + k * torch.arange(batch, device=device)[:, None]).view(-1)  # [B·beam] old rows
             ys = torch.cat([ys.index_select(0, rows), token.view(-1, 1)], dim=1)  # [B·beam, t+1]
-            if cache is not None:
-                cache.reorder(rows)
+            if next_logits.cache is not None:
+                next_logits.cache.reorder(rows)
             if finished.all():
                 break
         scores = log_p / length_penalty_factor(lengths, length_penalty)  # [B, beam], best first
         every = ys.view(batch, k, -1)  # [B, beam, T]
-        if return_all:
-            return every[:, 0], scores[:, 0], every, scores
-        return every[:, 0], scores[:, 0]
-    finally:
-        model.train(was_training)
+        return Beams(every[:, 0], scores[:, 0], every, scores)

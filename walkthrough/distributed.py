@@ -30,7 +30,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.nn.parallel import DistributedDataParallel
 
 from .checkpoints import save_whole
-from .config import check_positive_int
+from .checks import check_positive_int
 from .i18n import ENVIRONMENT, _, get_language
 from .training import RunReport, TrainingLoop
 

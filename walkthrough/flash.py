@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import check_positive_int
+from .checks import check_positive_int
 from .i18n import N_, _
 from .masks import check_mask
 

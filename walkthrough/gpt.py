@@ -7,8 +7,6 @@ and rotary positions (Q and K rotated inside attention instead of a table added 
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 from torch import nn
 
@@ -17,7 +15,7 @@ from .checks import check_positive_int
 from .config import GPTConfig
 from .embedding import Embedding, check_ids, check_positions
 from .i18n import _
-from .layers import Decoder, DecoderLayer, OutputHead, final_norm, rename_output_head_keys
+from .layers import Decoder, DecoderLayer, OutputHead, final_norm
 from .steps import ONE_KV_HEAD_PER_HEAD
 
 
@@ -48,18 +46,11 @@ class GPT(nn.Module):
         self.output_head = OutputHead(cfg.d_model, cfg.vocab_size, cfg.bias)
         if cfg.share_embeddings:  # GPT-2's tied embeddings: one [V, D] matrix reads ids in and scores them out
             self.output_head.proj.weight = self.embed.token.weight
-        self.register_load_state_dict_pre_hook(rename_output_head_keys)
 
     @property
     def dim_names(self) -> dict[str, str]:
         """How a trace names this model's dims: one sequence of length L; H_kv is H without grouped-query attention."""
         return {"L_tgt": "L", **(ONE_KV_HEAD_PER_HEAD if self.cfg.kv_heads == self.cfg.num_heads else {})}
-
-    @property
-    def generator(self) -> OutputHead:
-        """Deprecated name of ``output_head``."""
-        warnings.warn("model.generator is now model.output_head", DeprecationWarning, stacklevel=2)
-        return self.output_head
 
     def new_cache(self, batch: int) -> DecodingCache:
         """An empty cache for generating ``batch`` sequences one token at a time."""

@@ -17,11 +17,13 @@ import torch
 from torch import nn
 
 from .attention import keep_attention_weights
-from .config import GPTConfig, ModelConfig, check_positive_int
+from .checks import check_positive_int
+from .config import GPTConfig, ModelConfig
 from .gpt import GPT
+from .hooks import running_modules
 from .i18n import N_, _, ljust, width
 from .loss import sequence_loss
-from .model import Transformer
+from .meta import meta_model
 from .recording import Recorder, Row, listening
 
 
@@ -62,37 +64,17 @@ def _differentiable(tensor: torch.Tensor | None) -> bool:
     return tensor is not None and tensor.is_floating_point() and tensor.requires_grad
 
 
-@functools.lru_cache(maxsize=8)
-def _meta_model(cfg: ModelConfig) -> Transformer:
-    with torch.device("meta"):
-        return Transformer(cfg).eval()  # eval: dropout changes no shape
-
-
 @functools.lru_cache(maxsize=64)
 def _backward_pass(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int
                    ) -> tuple[tuple[GradientRow, ...], tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]]:
-    model = _meta_model(cfg)
+    model = meta_model(cfg)
     src = torch.zeros(batch, src_len, dtype=torch.long, device="meta")
     tgt = torch.zeros(batch, tgt_len, dtype=torch.long, device="meta")
     recorder = Recorder(getattr(model, "dim_names", None))  # the model names its own dims (H_kv is H here)
-    paths = {id(m): name for name, m in model.named_modules() if name}
-
-    def enter(module, args):
-        recorder.scopes.append(paths.get(id(module), recorder.scopes[-1]))
-
-    def leave(module, args, output):
-        recorder.scopes.pop()
-
-    handles = [nn.modules.module.register_module_forward_pre_hook(enter),
-               nn.modules.module.register_module_forward_hook(leave)]
     tap = _RecordedTensors(recorder)
-    try:
-        with listening(recorder), keep_attention_weights(model), tap:  # attention written out: every step
-            loss = sequence_loss(model(src, tgt), tgt, cfg.pad_id)
-            tap.catch_up()
-    finally:
-        for handle in handles:
-            handle.remove()
+    with running_modules(model, scopes=recorder.scopes), listening(recorder), keep_attention_weights(model), tap:
+        loss = sequence_loss(model(src, tgt), tgt, cfg.pad_id)  # attention written out: every step recorded
+        tap.catch_up()
     steps = [t for t in tap.tensors if _differentiable(t)]
     names, weights = zip(*model.named_parameters())
     grads = torch.autograd.grad(loss, steps + list(weights), allow_unused=True)

@@ -17,21 +17,21 @@ import torch
 
 from .checkpoints import (
     GPT_CHECKPOINT_FORMAT,
-    check_checkpoint_path,
     read_checkpoint,
     restore,
     settings_from,
+    validate_checkpoint_path,
     write_checkpoint,
 )
 from .config import GPTConfig
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
-from .decoding import greedy_generate
+from .decoding import greedy_decode
 from .gpt import GPT
 from .i18n import N_, _
 from .loss import sequence_loss
 from .memory_guard import check_fits_in_memory
-from .train import TrainSettings, check_texts, held_out_pairs
-from .training import TrainingLoop, check_threads, torch_threads
+from .numeral_task import TrainSettings, held_out_pairs, validate_texts
+from .training import TrainingLoop, torch_threads, validate_threads
 
 SEPARATOR = "<sep>"
 MAX_LEN = 32  # the longest example, 15 Chinese characters + <sep> + 12 English words + <eos>, is 29 tokens
@@ -112,7 +112,7 @@ class GPTTrainer(TrainingLoop):
         if not isinstance(settings, GPTSettings):
             raise TypeError(_("settings must be a walkthrough.GPTSettings, got {type}").format(
                 type=type(settings).__name__))
-        check_threads(threads)  # before the model is built
+        validate_threads(threads)  # before the model is built
         self.settings = settings
         self.vocab = numeral_lm_vocab()
         torch.manual_seed(settings.seed)
@@ -150,9 +150,9 @@ class GPTTrainer(TrainingLoop):
 def complete(model: GPT, texts: list[str], vocab: Vocab) -> list[str]:
     """Greedy continuation of ``<numeral> <sep>`` for each text; ``len(texts)`` English strings out.
 
-    ``greedy_generate`` takes prompts without padding, so prompts of equal length go together.
+    Prompts of equal length go to ``greedy_decode`` together, unpadded.
     """
-    check_texts(texts)
+    validate_texts(texts)
     if len(vocab) != model.cfg.vocab_size:
         raise ValueError(_("the vocabulary ({len_vocab} tokens) does not match the model ({vocab_size}); "
                          "use the one it was trained with").format(
@@ -166,8 +166,8 @@ def complete(model: GPT, texts: list[str], vocab: Vocab) -> list[str]:
                              "{model_cfg_max_len_1} including the separator: give a shorter numeral").format(
                                  rows_0=rows[0], length_1=length - 1, model_cfg_max_len_1=model.cfg.max_len - 1))
         prompt = torch.tensor([prompts[i] for i in rows])  # [B_len, L_p]
-        out = greedy_generate(model, prompt, max_new_tokens=model.cfg.max_len - length + 1,
-                              eos_id=Vocab.eos_id)  # [B_len, L_p + T]
+        out = greedy_decode(model, prompt, max_new_tokens=model.cfg.max_len - length + 1,
+                            eos_id=Vocab.eos_id)  # [B_len, L_p + T]
         for i, row in zip(rows, out[:, length:]):
             answers[i] = " ".join(vocab.decode(row))
     return answers
@@ -180,15 +180,16 @@ def save_gpt_checkpoint(trainer: GPTTrainer, path: str | Path, optimizer: bool =
         raise TypeError(_("save_gpt_checkpoint saves a walkthrough.GPTTrainer, got {type}; "
                         "a Trainer (the encoder-decoder) is saved with save_checkpoint").format(
                             type=type(trainer).__name__))
-    path = check_checkpoint_path(path, for_writing=True)
+    path = validate_checkpoint_path(path, for_writing=True)
     write_checkpoint(path, GPT_CHECKPOINT_FORMAT, {"settings": asdict(trainer.settings), "itos": trainer.vocab.itos,
                                                    **trainer.state_dict(optimizer)})
 
 
-def load_gpt_checkpoint(path: str | Path) -> GPTTrainer:
+def load_gpt_checkpoint(path: str | Path, allow_untrained: bool = False) -> GPTTrainer:
     """Rebuild a GPTTrainer from ``save_gpt_checkpoint``'s file, checked whole first (read as plain data: no
-    code from it runs). The global random state is left as it was (building the trainer seeds it)."""
-    state = read_checkpoint(path, GPT_CHECKPOINT_FORMAT)
+    code from it runs). The global random state is left as it was (building the trainer seeds it).
+    ``allow_untrained``: as for ``load_checkpoint``."""
+    state = read_checkpoint(path, GPT_CHECKPOINT_FORMAT, allow_untrained)
     path = Path(path)
     with torch.random.fork_rng(devices=[]):  # the CPU generator only: training here is on the CPU
         trainer = GPTTrainer(settings_from(state, GPTSettings, path))

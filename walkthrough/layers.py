@@ -175,8 +175,3 @@ class OutputHead(nn.Module):
         record("logits", logits)
         return logits
 
-
-def rename_output_head_keys(module, state_dict, prefix, *args) -> None:
-    """Checkpoints saved before the output head's rename hold ``generator.*`` keys: read them as ``output_head.*``."""
-    for key in [k for k in state_dict if k.startswith(prefix + "generator.")]:
-        state_dict[prefix + "output_head." + key[len(prefix + "generator."):]] = state_dict.pop(key)

@@ -21,9 +21,11 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .attention import keep_attention_weights
-from .config import ModelConfig, check_positive_int, parameter_count
+from .checks import check_positive_int
+from .config import ModelConfig, parameter_count
+from .hooks import running_modules
 from .i18n import N_, _, ljust, width
-from .loss import sequence_loss
+from .loss import sequence_loss, validate_smoothing
 from .model import Transformer
 
 FLOAT = 4  # bytes of a float32
@@ -156,9 +158,7 @@ def training_memory(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, sm
             raise ValueError(_("{name}={value} is longer than the model's max_len={max_len}: Transformer(cfg) "
                                "refuses such a batch, so no step of it has a size; use at most {max_len} or a "
                                "cfg with a larger max_len").format(name=name, value=value, max_len=cfg.max_len))
-    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0 <= smoothing < 1:
-        raise ValueError(_("smoothing must be a number in [0, 1) (0.1 is usual), got {smoothing!r}").format(
-            smoothing=smoothing))
+    validate_smoothing(smoothing)
     if not isinstance(keep_weights, bool):
         raise TypeError(_("keep_weights must be True or False, got {keep_weights!r}").format(keep_weights=keep_weights))
     d, f, h, layers, dropout = cfg.d_model, cfg.d_ff, cfg.num_heads, cfg.num_layers, cfg.dropout > 0
@@ -229,16 +229,8 @@ def saved_tensors(model: nn.Module) -> Iterator[list[SavedTensor]]:
     """Collect, while the block runs, every storage autograd saves for the backward pass, each once, the
     model's parameters left out (they are memory anyway). Tagged with the module path that saved it."""
     parameters = {id(p.untyped_storage()) for p in model.parameters()}
-    paths = {id(m): name for name, m in model.named_modules() if name}
-    scopes = ["model"]
     kept: dict[int, torch.UntypedStorage] = {}  # keeps each storage alive, so its id is never reused
     found: list[SavedTensor] = []
-
-    def enter(module, args):
-        scopes.append(paths.get(id(module), scopes[-1]))
-
-    def leave(module, args, output):
-        scopes.pop()
 
     def pack(tensor):
         storage = tensor.untyped_storage()
@@ -247,14 +239,8 @@ def saved_tensors(model: nn.Module) -> Iterator[list[SavedTensor]]:
             found.append(SavedTensor(scopes[-1], tuple(tensor.shape), tensor.dtype, storage.nbytes()))
         return tensor
 
-    handles = [nn.modules.module.register_module_forward_pre_hook(enter),
-               nn.modules.module.register_module_forward_hook(leave)]
-    try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            yield found
-    finally:
-        for handle in handles:
-            handle.remove()
+    with running_modules(model) as scopes, torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        yield found
 
 
 def training_batch(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, device: str = "cpu", seed: int = 0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 from torch import nn
 
@@ -12,7 +10,7 @@ from .checks import check_same_batch
 from .config import ModelConfig
 from .embedding import Embedding, check_ids, check_positions
 from .i18n import _
-from .layers import Decoder, DecoderLayer, EncoderLayer, OutputHead, final_norm, rename_output_head_keys
+from .layers import Decoder, DecoderLayer, EncoderLayer, OutputHead, final_norm
 from .masks import padding_mask
 from .recording import record
 from .steps import ONE_KV_HEAD_PER_HEAD
@@ -89,13 +87,6 @@ class Transformer(nn.Module):
         if cfg.share_embeddings:  # paper §3.4: one [V, D] matrix, three uses
             self.tgt_embed.token.weight = self.src_embed.token.weight
             self.output_head.proj.weight = self.src_embed.token.weight
-        self.register_load_state_dict_pre_hook(rename_output_head_keys)
-
-    @property
-    def generator(self) -> OutputHead:
-        """Deprecated name of ``output_head``."""
-        warnings.warn("model.generator is now model.output_head", DeprecationWarning, stacklevel=2)
-        return self.output_head
 
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """src [B, L_src] -> memory [B, L_src, D]."""

@@ -43,22 +43,23 @@ from torch import nn
 
 from . import config, student
 from .attention import MultiHeadAttention
+from .checkpoints import shipped_file
 from .data import Vocab
 from .embedding import Embedding, sinusoidal_table
+from .hooks import running_modules
 from .i18n import N_, _
 from .layers import AddNorm, EncoderLayer, FeedForward
 from .masks import causal_mask, padding_mask
+from .numeral_task import held_out_pairs, load_checkpoint
 from .student import plain
 from .trace import print_shape
-from .train import held_out_pairs, load_checkpoint
 from .training import make_batch
 
-SHIPPED_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "numerals.pt"
 NOT_YET = N_("write it, then run this cell again.")
 ROOT = "model"  # the path this check gives the whole model (as the trace does)
 PAIRS, SHOWN = 16, 3  # held-out pairs compared (teacher-forced and translated), translations quoted
 # The package's code a student's code may enter: the check's own hooks, the config's properties, a debugging print.
-_OPEN_FILES = {__file__, *(str(Path(__file__).with_name(name)) for name in ("student.py", "i18n.py"))}
+_OPEN_FILES = {__file__, *(str(Path(__file__).with_name(name)) for name in ("student.py", "i18n.py", "hooks.py"))}
 _OPEN_CODE = {print_shape.__code__, *(member.fget.__code__ for kind in vars(config).values() if isinstance(kind, type)
                                       for member in vars(kind).values() if isinstance(member, property))}
 
@@ -112,44 +113,32 @@ def _tensor_args(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple[to
 
 
 class _Calls:
-    """Hooks on every module of ``model``: the first call of each path and the order calls start and finish."""
+    """The first call of each module path of a model, and the order calls start and finish."""
 
-    def __init__(self, model: nn.Module):
-        self.paths = {module: path or ROOT for path, module in model.named_modules()}
+    def __init__(self):
         self.calls: dict[str, _Call] = {}
         self.started: list[str] = []
         self.finished: list[str] = []
         self._pending: dict[str, _Call] = {}
-        self._handles = [handle for module in self.paths for handle in (
-            module.register_forward_pre_hook(self._enter, with_kwargs=True),
-            module.register_forward_hook(self._leave, with_kwargs=True))]
 
-    def _enter(self, module, args, kwargs):
-        path = self.paths[module]
+    def enter(self, path, module, args, kwargs):
         if path not in self.calls and path not in self._pending:
             self._pending[path] = _Call(*_tensor_args(module, args, kwargs))
             self.started.append(path)
 
-    def _leave(self, module, args, kwargs, output):
-        path = self.paths[module]
+    def leave(self, path, module, args, kwargs, output):
         if path in self._pending:
             call = self._pending.pop(path)
             call.output = _copy(output)
             self.calls[path] = call
             self.finished.append(path)
 
-    def remove(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-
 
 @contextmanager
 def _recording(model: nn.Module):
-    calls = _Calls(model)
-    try:
+    calls = _Calls()
+    with running_modules(model, ROOT, on_enter=calls.enter, on_leave=calls.leave):
         yield calls
-    finally:
-        calls.remove()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -240,7 +229,7 @@ def _describe(value) -> str:
     return _("a {type}, not a tensor").format(type=type(value).__name__)
 
 
-def _gap(mine, theirs) -> float | None:
+def _largest_difference(mine, theirs) -> float | None:
     """The largest difference between two tensors of the same shape (masks compared as numbers); None if those
     are not two such tensors."""
     if not (isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor)) or mine.shape != theirs.shape:
@@ -250,8 +239,9 @@ def _gap(mine, theirs) -> float | None:
     return (mine.double() - theirs.double()).abs().nan_to_num(nan=math.inf).max().item() if mine.numel() else 0.0
 
 
-def _same(mine, theirs) -> bool:
-    gap = _gap(mine, theirs)
+def _agrees(mine, theirs) -> bool:
+    """Two tensors of one shape equal up to float rounding (relative to the larger one's size)."""
+    gap = _largest_difference(mine, theirs)
     return gap is not None and (not theirs.numel() or gap <= 1e-4 * (1 + theirs.double().abs().max().item()))
 
 
@@ -410,7 +400,7 @@ def _hint(mine, ref: nn.Module, call: _Call, calls: dict[str, _Call], path: str)
     except (RuntimeError, ValueError, TypeError, IndexError):  # a slip that cannot happen at these shapes
         return ""
     for hint, wrong in slips.items():
-        if _same(mine, wrong) and not _same(wrong, call.output):  # a "slip" that happens to be right is none
+        if _agrees(mine, wrong) and not _agrees(wrong, call.output):  # a "slip" that happens to be right is none
             return " " + _(hint)
     return ""
 
@@ -423,14 +413,14 @@ def _mask_hint(mine, theirs: torch.Tensor, tgt: torch.Tensor, pad_id: int) -> st
         mine = torch.broadcast_to(mine, theirs.shape)
     except RuntimeError:
         return ""
-    if _same(mine, ~theirs):
+    if _agrees(mine, ~theirs):
         return _(" It is the package's mask inverted: here True = may attend (a real token, or a key not in the " \
                "future), as F.scaled_dot_product_attention; nn.MultiheadAttention's masks are the other way round.")
     if theirs.size(-2) == tgt.size(1) and theirs.size(-1) == tgt.size(1):
         padding = torch.broadcast_to(padding_mask(tgt, pad_id), theirs.shape)
-        if _same(mine, padding):
+        if _agrees(mine, padding):
             return _(" It lacks the causal part: a target position may not attend to later ones (padding AND causal).")
-        if _same(mine, torch.broadcast_to(causal_mask(tgt.size(1)), theirs.shape)):
+        if _agrees(mine, torch.broadcast_to(causal_mask(tgt.size(1)), theirs.shape)):
             return _(" It lacks the padding part: PAD keys must be blocked too (padding AND causal).")
     return ""
 
@@ -522,7 +512,7 @@ def _block_verdict(path: str, module: nn.Module, ref: nn.Module, ref_calls: _Cal
         return verdict
     if out is None:
         return _returns_none(module, path)
-    if _same(out, call.output):
+    if _agrees(out, call.output):
         return None
     hint = _hint(out, ref, call, ref_calls.calls, path)
     return _Verdict("✗", _("the first block that differs is {path} (your {type}): given the "
@@ -580,10 +570,10 @@ def _model_code_verdict(mine_calls: _Calls, ref_calls: _Calls, tgt: torch.Tensor
             continue
         theirs, mine = ref_calls.calls[path], mine_calls.calls[path]
         for name, ours, yours in _paired_arguments(theirs, mine):
-            if _same(yours, ours):
+            if _agrees(yours, ours):
                 continue
             source = next((p for p in ref_calls.finished
-                           if p != path and _same(yours, ref_calls.calls[p].output)), None)
+                           if p != path and _agrees(yours, ref_calls.calls[p].output)), None)
             hint = _mask_hint(yours, ours, tgt, pad_id) or (
                 _(" It equals what the package's {source} returns.").format(source=source) if source else "")
             return _Verdict("✗", _("every block agrees with the package's on its own, so the difference is in your "
@@ -644,8 +634,8 @@ def _check_provenance(mine: nn.Module, ref_calls: _Calls, mine_calls: _Calls, lo
                                        type=type(modules[path]).__name__, path=path,
                                        name=path.rsplit(".", 1)[-1]), ROOT)
     expected = ref_calls.calls[ROOT].output
-    heads = [path for path in ref_calls.finished if path != ROOT and _same(ref_calls.calls[path].output, expected)]
-    if not any(_same(logits, mine_calls.calls[path].output) for path in heads if path in mine_calls.calls):
+    heads = [path for path in ref_calls.finished if path != ROOT and _agrees(ref_calls.calls[path].output, expected)]
+    if not any(_agrees(logits, mine_calls.calls[path].output) for path in heads if path in mine_calls.calls):
         raise _NotYours("✗", _("not your model: the logits it returns are not what its {path} returned: return your "
                                "output head's result.").format(path=heads[0] if heads else ROOT), ROOT)
 
@@ -687,10 +677,10 @@ def _verdict(make_model: Callable, checkpoint) -> ModelVerdict:
             raise
         except _Verdict as verdict:
             whole = verdict
-    if whole is None and _same(logits, expected):
+    if whole is None and _agrees(logits, expected):
         _check_provenance(mine, ref_calls, mine_calls, logits)
         return _translations_verdict(trainer, mine, pairs, batch.src, 2 + batch.labels.size(1),
-                                     _gap(logits, expected), checkpoint)
+                                     _largest_difference(logits, expected), checkpoint)
     raise _first_difference(ref, mine, ref_calls, mine_calls, whole, batch.tgt_in)
 
 
@@ -714,7 +704,7 @@ def check_model(make_model: Callable, checkpoint: str | Path | None = None) -> M
     if not callable(make_model):
         raise TypeError(_("make_model must be your Transformer class (a function of the config), "
                         "got {type}").format(type=type(make_model).__name__))
-    checkpoint = SHIPPED_CHECKPOINT if checkpoint is None else checkpoint
+    checkpoint = shipped_file("checkpoints", "numerals.pt") if checkpoint is None else checkpoint
     try:
         with torch.random.fork_rng(devices=[]):  # loading reseeds, building draws: the student's stream stays
             verdict = _verdict(make_model, checkpoint)
@@ -743,7 +733,7 @@ def block_gaps(reference: nn.Module, other: nn.Module, *inputs: torch.Tensor) ->
     gaps = {}
     for path in theirs.finished:
         if path in mine.calls and not type(modules[path]).__module__.startswith("torch."):
-            gap = _gap(mine.calls[path].output, theirs.calls[path].output)
+            gap = _largest_difference(mine.calls[path].output, theirs.calls[path].output)
             gaps[path] = math.inf if gap is None else gap
     return gaps
 

@@ -98,11 +98,6 @@ _BY_LABEL: dict[str, Step] = {s.label: s for s in _TABLE}
 assert len(STEPS) == len(_BY_LABEL) == len(_TABLE), "step ids and labels are each unique"
 
 
-def step(step_id: str) -> Step:
-    """The step with this id (or, for older code, this label); an unknown one is a KeyError listing the ids."""
-    return _BY_LABEL.get(step_id) or STEPS[step_id]
-
-
 class StepRows(dict):
     """Traced rows keyed by (module path, step label); a key may name the step by its id instead."""
 
@@ -114,7 +109,7 @@ class StepRows(dict):
         if known is not None and dict.__contains__(self, (where, known.label)):
             return dict.__getitem__(self, (where, known.label))
         if known is None and not any(k[1] == name for k in self):
-            step(name)  # neither a step of the table nor an op in these rows: say which steps exist
+            STEPS[name]  # neither a step of the table nor an op in these rows: say which steps exist
         label = name if known is None else known.label
         paths = sorted({k[0] for k in self if k[1] == label})
         raise KeyError(_("{label!r} was not traced in {where!r}; it was traced in: {paths}").format(

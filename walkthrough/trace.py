@@ -48,10 +48,9 @@ from torch import nn
 from .attention import keep_attention_weights
 from .checks import check_positive_int
 from .config import GPTConfig, ModelConfig
-from .gpt import GPT
 from .i18n import N_, _, ljust, width
 from .loss import sequence_loss
-from .model import Transformer
+from .meta import meta_model
 from .recording import Recorder, Row, listening
 from .steps import STEPS, StepRows
 
@@ -498,14 +497,7 @@ def _check_step(step, decoded_len, decoded_name: str, max_len: int) -> None:
 
 # The traces themselves take checked sizes only, so remembering them per arguments is safe: a slider that
 # comes back to a size it showed before costs nothing. Models are kept per config: moving batch or a length
-# reuses the model.
-
-@functools.lru_cache(maxsize=8)
-def _meta_model(cfg):
-    """The model (``Transformer`` or ``GPT``) on the meta device, kept per config."""
-    with torch.device("meta"):
-        return (GPT(cfg) if isinstance(cfg, GPTConfig) else Transformer(cfg)).eval()  # eval: no dropout masks
-
+# reuses the model (meta_model).
 
 def _ids(batch: int, length: int) -> torch.Tensor:
     return torch.zeros(batch, length, dtype=torch.long, device="meta")  # [B, L]: only the shape matters
@@ -519,14 +511,14 @@ def _untraced(fill: Callable[[], object]) -> None:
 
 @functools.lru_cache(maxsize=256)
 def _trace_pair(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> tuple[Row, ...]:
-    model = _meta_model(cfg)
+    model = meta_model(cfg)
     src, tgt = _ids(batch, src_len), _ids(batch, tgt_len)
     return trace_callable(lambda: sequence_loss(model(src, tgt), tgt, cfg.pad_id), model, ops=False)
 
 
 @functools.lru_cache(maxsize=256)
 def _trace_pair_step(cfg: ModelConfig, batch: int, src_len: int, step: int) -> tuple[Row, ...]:
-    model = _meta_model(cfg)
+    model = meta_model(cfg)
     src = _ids(batch, src_len)
     memory = torch.empty(batch, src_len, cfg.d_model, device="meta")  # what model.encode(src) gives
     cache = model.new_cache(src)
@@ -538,14 +530,14 @@ def _trace_pair_step(cfg: ModelConfig, batch: int, src_len: int, step: int) -> t
 
 @functools.lru_cache(maxsize=256)
 def _trace_gpt(cfg: GPTConfig, batch: int, length: int) -> tuple[Row, ...]:
-    model = _meta_model(cfg)
+    model = meta_model(cfg)
     ids = _ids(batch, length)  # the ids shifted by one serve as labels: only shapes matter here
     return trace_callable(lambda: sequence_loss(model(ids), ids, cfg.pad_id), model, ops=False)
 
 
 @functools.lru_cache(maxsize=256)
 def _trace_gpt_step(cfg: GPTConfig, batch: int, step: int) -> tuple[Row, ...]:
-    model = _meta_model(cfg)
+    model = meta_model(cfg)
     cache = model.new_cache(batch)
     if step > 1:
         _untraced(lambda: model(_ids(batch, step - 1), cache))

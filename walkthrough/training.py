@@ -2,7 +2,7 @@
 
 ``TrainingLoop`` knows nothing about translation: it takes a model, a ``batch(step)`` function and a
 ``loss(model, batch)`` function, and owns Adam, the schedule, the step count and the per-step history.
-The numeral task (train.py) and the language model (language_model.py) plug into it the same way.
+The numeral task (numeral_task.py) and the language model (language_model.py) plug into it the same way.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .config import check_positive_int
+from .checks import check_positive_int
 from .data import Vocab, chinese_tokens, english_tokens, pad_batch
 from .i18n import N_, _
+from .loss import validate_smoothing
 
 WARMUP_SHARE = 0.15  # the warm-up's default share of the steps
 
@@ -74,22 +75,13 @@ def smoothing_floor(smoothing: float, vocab_size: int) -> float:
     the V - 1 others (``F.cross_entropy``'s rule). Cross-entropy against it is smallest, and equals
     its entropy, when the model predicts exactly that distribution; a perfect model cannot go lower.
     """
-    check_smoothing(smoothing)
+    validate_smoothing(smoothing)
     check_positive_int("vocab_size", vocab_size)
     right, other = 1 - smoothing + smoothing / vocab_size, smoothing / vocab_size
     return -right * math.log(right) - (vocab_size - 1) * (other * math.log(other) if other else 0.0)
 
 
-def check_smoothing(smoothing) -> None:
-    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)):
-        raise TypeError(_("smoothing must be a number in [0, 1) (0.1 is usual), got {smoothing!r}").format(
-            smoothing=smoothing))
-    if not 0 <= smoothing < 1:
-        raise ValueError(_("smoothing must be in [0, 1) (0.1 is usual; 0 turns smoothing off), got {smoothing}").format(
-            smoothing=smoothing))
-
-
-def check_learning_rate(name: str, value) -> None:
+def validate_learning_rate(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(_("{name} must be a number such as 3e-3, got {value!r}").format(name=name, value=value))
     if not (math.isfinite(value) and value > 0):
@@ -98,7 +90,7 @@ def check_learning_rate(name: str, value) -> None:
                              .format(name=name, value=value))
 
 
-def check_warmup(warmup, steps: int) -> None:
+def validate_warmup(warmup, steps: int) -> None:
     if isinstance(warmup, bool) or not isinstance(warmup, int):
         raise TypeError(_("warmup must be a whole number of steps, got {warmup!r} ({type})").format(
             warmup=warmup, type=type(warmup).__name__))
@@ -117,7 +109,7 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def check_threads(threads) -> None:
+def validate_threads(threads) -> None:
     """A thread count this machine can run: more threads than cores only wait on each other, and a huge
     count makes the OpenMP runtime abort the whole process (in a notebook, the kernel dies)."""
     check_positive_int("threads", threads)
@@ -175,7 +167,7 @@ def interrupts_held():
 @contextmanager
 def torch_threads(count: int):
     """Run the block on ``count`` CPU threads (checked first), then restore the caller's setting."""
-    check_threads(count)
+    validate_threads(count)
     before = torch.get_num_threads()
     torch.set_num_threads(count)
     try:
@@ -204,9 +196,9 @@ class TrainingLoop:
                  loss: Callable[[nn.Module, object], torch.Tensor], *, steps: int, warmup: int, peak_lr: float,
                  score: Callable[[], float] | None = None, score_name: str = "score", threads: int = 1):
         check_positive_int("steps", steps)
-        check_threads(threads)
-        check_warmup(warmup, steps)
-        check_learning_rate("peak_lr", peak_lr)
+        validate_threads(threads)
+        validate_warmup(warmup, steps)
+        validate_learning_rate("peak_lr", peak_lr)
         self.model, self.batch_fn, self.loss_fn = model, batch, loss
         self.score_fn, self.score_name = score, score_name
         self.total_steps, self.warmup, self.peak_lr = steps, warmup, peak_lr

@@ -19,30 +19,30 @@ import torch
 from .attention import keep_attention_weights
 from .checkpoints import (
     TRANSLATOR_CHECKPOINT_FORMAT,
-    check_checkpoint_path,
     read_checkpoint,
     settings_from,
     shipped_file,
+    validate_checkpoint_path,
     write_checkpoint,
 )
-from .config import ModelConfig, check_positive_int
+from .checks import check_dropout, check_positive_int
+from .config import ModelConfig
 from .corpus import EVERYDAY_PHRASES, LICENCE_NOTE, cedict_pairs
 from .data import EOS, PAD, SOS, UNK, Vocab, pad_batch
 from .decoding import beam_search, greedy_decode
-from .i18n import _
-from .loss import sequence_loss
+from .i18n import N_, _
+from .loss import sequence_loss, validate_smoothing
 from .memory_guard import check_fits_in_memory
 from .model import Transformer
-from .train import check_dropout
+from .numeral_task import validate_texts
 from .training import (
     Batch,
     TrainingLoop,
-    check_learning_rate,
-    check_smoothing,
-    check_warmup,
     default_warmup,
     teacher_forcing,
     torch_threads,
+    validate_learning_rate,
+    validate_warmup,
 )
 
 SPECIAL_TOKENS = [PAD, SOS, EOS, UNK]  # ids 0..3, as every Vocab of the package: pad_id is 0 everywhere
@@ -98,9 +98,9 @@ class TranslatorSettings:
             check_positive_int(name, getattr(self, name))
         if self.warmup is None:
             object.__setattr__(self, "warmup", default_warmup(self.steps))  # frozen: set once, here
-        check_warmup(self.warmup, self.steps)
-        check_learning_rate("peak_lr", self.peak_lr)
-        check_smoothing(self.smoothing)
+        validate_warmup(self.warmup, self.steps)
+        validate_learning_rate("peak_lr", self.peak_lr)
+        validate_smoothing(self.smoothing)
         check_dropout(self.dropout)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(_("seed must be a whole number >= 0 (it fixes the data and the initial weights), "
@@ -158,7 +158,7 @@ class Translator:
         is cut there, since the model never saw a phrase that long. ``batch_size`` texts decode at once (each
         with ``beam_size`` beams): small enough that a class's kernels stay small.
         """
-        check_texts(texts)
+        validate_texts(texts, "早上好", N_("phrase"))
         if beam_size is not None:
             check_positive_int("beam_size", beam_size)
         self.model.eval()
@@ -169,8 +169,8 @@ class Translator:
                 if beam_size is None:
                     ids = greedy_decode(self.model, src, MAX_NEW_TOKENS, Vocab.sos_id, Vocab.eos_id)  # [B, T]
                 else:
-                    ids, _scores = beam_search(self.model, src, MAX_NEW_TOKENS, Vocab.sos_id, Vocab.eos_id,
-                                               beam_size=beam_size)  # [B, T]
+                    ids = beam_search(self.model, src, MAX_NEW_TOKENS, Vocab.sos_id, Vocab.eos_id,
+                                      beam_size=beam_size).best  # [B, T]
                 out += [self.decode(row).strip() for row in ids]
         return out
 
@@ -247,24 +247,6 @@ class TranslatorTrainer(TrainingLoop):
         return sequence_loss(logits, batch.labels, Vocab.pad_id, self.settings.smoothing)
 
 
-def check_texts(texts) -> None:
-    if isinstance(texts, str):
-        raise TypeError(_("texts must be a list of strings, got the single string {texts!r}: "
-                        "wrap it in a list, [{texts!r}]").format(texts=texts))
-    if not isinstance(texts, (list, tuple)):
-        raise TypeError(_("texts must be a list of Chinese phrases such as ['早上好'], got {type}").format(
-            type=type(texts).__name__))
-    if not texts:
-        raise ValueError(_("texts is empty: give at least one Chinese phrase, e.g. ['早上好']"))
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(_("texts[{i}] must be a string such as '早上好', got {text!r} ({type})").format(
-                i=i, text=text, type=type(text).__name__))
-        if not text.strip():
-            raise ValueError(_("texts[{i}] is blank ({text!r}): there is nothing to translate; "
-                             "give a Chinese phrase such as '早上好'").format(i=i, text=text))
-
-
 def scores(hypotheses: list[str], references: list[str]) -> dict[str, float]:
     """Corpus chrF and BLEU (sacrebleu, its default settings) of ``hypotheses`` against one reference each."""
     import sacrebleu
@@ -313,7 +295,7 @@ def save_translator(trainer: TranslatorTrainer, path: str | Path, optimizer: boo
     The tokenizer is stored in the checkpoint too (its JSON, covered by the digest), so the pair cannot be
     mixed up; the file beside it is for reading and for other tools.
     """
-    path = check_checkpoint_path(path, for_writing=True)
+    path = validate_checkpoint_path(path, for_writing=True)
     tokenizer_json = trainer.translator.tokenizer.to_str()
     write_checkpoint(path, TRANSLATOR_CHECKPOINT_FORMAT, {
         "settings": asdict(trainer.settings), "tokenizer": tokenizer_json, **trainer.state_dict(optimizer)})
@@ -321,12 +303,13 @@ def save_translator(trainer: TranslatorTrainer, path: str | Path, optimizer: boo
     licence_note(path.with_name(f"{path.stem}_LICENCE.json"), [path.name, tokenizer_path(path).name])
 
 
-def load_translator(path: str | Path | None = None) -> Translator:
-    """The shipped translator (``checkpoints/cedict.pt``), or the one saved at ``path``, ready to translate."""
+def load_translator(path: str | Path | None = None, allow_untrained: bool = False) -> Translator:
+    """The shipped translator (``checkpoints/cedict.pt``), or the one saved at ``path``, ready to translate.
+    ``allow_untrained``: as for ``load_checkpoint``."""
     from tokenizers import Tokenizer
 
     path = Path(shipped_file("checkpoints", "cedict.pt") if path is None else path)
-    state = read_checkpoint(path, TRANSLATOR_CHECKPOINT_FORMAT)
+    state = read_checkpoint(path, TRANSLATOR_CHECKPOINT_FORMAT, allow_untrained)
     settings = settings_from(state, TranslatorSettings, path)
     tokenizer = Tokenizer.from_str(state["tokenizer"])
     model = Transformer(settings.model_config(tokenizer.get_vocab_size()))

@@ -30,7 +30,8 @@ from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 from matplotlib.ticker import FixedFormatter, FixedLocator, LogFormatter, NullFormatter, ScalarFormatter
 
-from .config import ModelConfig, check_positive_int
+from .checks import check_positive_int
+from .config import ModelConfig
 from .embedding import sinusoidal_table
 from .flash import flash_tiles, online_softmax_step
 from .i18n import N_, _, ljust

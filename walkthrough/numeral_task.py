@@ -15,28 +15,28 @@ import torch
 from .attention import keep_attention_weights
 from .checkpoints import (
     CHECKPOINT_FORMAT,
-    check_checkpoint_path,
     read_checkpoint,
     restore,
     settings_from,
+    validate_checkpoint_path,
     write_checkpoint,
 )
-from .config import ModelConfig, check_positive_int
+from .checks import check_dropout, check_positive_int
+from .config import ModelConfig
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
 from .decoding import greedy_decode
 from .i18n import N_, _
-from .loss import sequence_loss
+from .loss import sequence_loss, validate_smoothing
 from .memory_guard import check_fits_in_memory
 from .model import Transformer
 from .training import (
     Batch,
     TrainingLoop,
-    check_learning_rate,
-    check_smoothing,
-    check_warmup,
     default_warmup,
     make_batch,
     torch_threads,
+    validate_learning_rate,
+    validate_warmup,
     warmup_lr,
 )
 
@@ -73,9 +73,9 @@ class TrainSettings:
                                  MAX_BATCH_SIZE=MAX_BATCH_SIZE, batch_size=self.batch_size))
         if self.warmup is None:
             object.__setattr__(self, "warmup", default_warmup(self.steps))  # frozen: set once, here
-        check_warmup(self.warmup, self.steps)
-        check_learning_rate("peak_lr", self.peak_lr)
-        check_smoothing(self.smoothing)
+        validate_warmup(self.warmup, self.steps)
+        validate_learning_rate("peak_lr", self.peak_lr)
+        validate_smoothing(self.smoothing)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(_("seed must be a whole number >= 0 (it fixes the data and the initial weights), "
                              "got {seed!r}").format(seed=self.seed))
@@ -154,36 +154,31 @@ class Trainer(TrainingLoop):
             return exact_match(self.model, pairs, self.src_vocab, self.tgt_vocab)
 
 
-def check_dropout(dropout) -> None:
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
-        raise TypeError(_("dropout must be a probability such as 0.1, got {dropout!r}").format(dropout=dropout))
-    if not 0 <= dropout < 1:
-        raise ValueError(_("dropout must be in [0, 1) (0 turns it off, 0.1 is the paper's), got {dropout}").format(
-            dropout=dropout))
-
-
-def check_texts(texts) -> None:
+def validate_texts(texts, example: str = "三百", kind: str = N_("string")) -> None:
+    """Texts to translate or complete: a list of non-blank strings. ``example`` and ``kind`` (a ``N_`` noun, such as
+    "phrase") are what the messages suggest, so each task's messages show its own kind of input."""
     if isinstance(texts, str):
         raise TypeError(_("texts must be a list of strings, got the single string {texts!r}: "
                         "wrap it in a list, [{texts!r}]").format(texts=texts))
     if not isinstance(texts, (list, tuple)):
-        raise TypeError(_("texts must be a list of Chinese strings such as ['三百'], got {type}").format(
-            type=type(texts).__name__))
+        raise TypeError(_("texts must be a list of strings such as [{example!r}], got {type}").format(
+            example=example, type=type(texts).__name__))
     if not texts:
-        raise ValueError(_("texts is empty: give at least one Chinese string, e.g. ['三百']"))
+        raise ValueError(_("texts is empty: give at least one, e.g. [{example!r}]").format(example=example))
     for i, text in enumerate(texts):
         if not isinstance(text, str):
-            raise TypeError(_("texts[{i}] must be a string such as '三百', got {text!r} ({type})").format(
-                i=i, text=text, type=type(text).__name__))
+            raise TypeError(_("texts[{i}] must be a string such as {example!r}, got {text!r} ({type})").format(
+                i=i, example=example, text=text, type=type(text).__name__))
         if not text.strip():
             raise ValueError(_("texts[{i}] is blank ({text!r}): there is nothing to translate; "
-                             "give a Chinese string such as '三百'").format(i=i, text=text))
+                             "give a Chinese {kind} such as {example!r}").format(
+                                 i=i, text=text, kind=_(kind), example=example))
 
 
 def translate(model: Transformer, texts: list[str], src_vocab: Vocab, tgt_vocab: Vocab,
               max_new_tokens: int = 20) -> list[str]:
     """Greedy translation of Chinese strings with a trained model: ``len(texts)`` strings in and out."""
-    check_texts(texts)
+    validate_texts(texts)
     if (len(src_vocab), len(tgt_vocab)) != (model.cfg.src_vocab_size, model.cfg.tgt_vocab_size):
         raise ValueError(_("the vocabularies ({len_src_vocab}, {len_tgt_vocab} tokens) do not match the model "
                          "({src_vocab_size}, {tgt_vocab_size}); use the ones it was trained with").format(
@@ -229,7 +224,7 @@ def save_checkpoint(trainer: Trainer, path: str | Path, optimizer: bool = True) 
     if not isinstance(trainer, Trainer):
         raise TypeError(_("save_checkpoint saves a walkthrough.Trainer (the encoder-decoder), got "
                         "{type}; a GPTTrainer is saved with save_gpt_checkpoint").format(type=type(trainer).__name__))
-    path = check_checkpoint_path(path, for_writing=True)
+    path = validate_checkpoint_path(path, for_writing=True)
     write_checkpoint(path, CHECKPOINT_FORMAT, {
         "settings": asdict(trainer.settings), "pairs": trainer.pairs, "src_itos": trainer.src_vocab.itos,
         "tgt_itos": trainer.tgt_vocab.itos, **trainer.state_dict(optimizer)})
@@ -238,8 +233,9 @@ def save_checkpoint(trainer: Trainer, path: str | Path, optimizer: bool = True) 
 def load_checkpoint(path: str | Path, allow_untrained: bool = False) -> Trainer:
     """Rebuild a Trainer from ``save_checkpoint``'s file, checked whole first (``read_checkpoint``).
     Without optimiser state it translates but cannot train. The global random state is left as it was (building
-    the Trainer seeds it): a ``torch.rand`` after loading draws what it would have drawn without the load."""
-    state = read_checkpoint(path, CHECKPOINT_FORMAT)
+    the Trainer seeds it): a ``torch.rand`` after loading draws what it would have drawn without the load.
+    ``allow_untrained``: load a model saved before its first step too (refused by default, as a likely mistake)."""
+    state = read_checkpoint(path, CHECKPOINT_FORMAT, allow_untrained)
     path = Path(path)
     pairs = state["pairs"] and [tuple(pair) for pair in state["pairs"]]
     with torch.random.fork_rng(devices=[]):  # the CPU generator only: training here is on the CPU
@@ -247,9 +243,6 @@ def load_checkpoint(path: str | Path, allow_untrained: bool = False) -> Trainer:
     if state["src_itos"] != trainer.src_vocab.itos or state["tgt_itos"] != trainer.tgt_vocab.itos:
         raise ValueError(_("{path} was trained with other vocabularies than its task's; "
                          "its translations would be meaningless: retrain it").format(path=path))
-    if state["step"] == 0 and not allow_untrained:
-        raise ValueError(_("{path} holds an untrained model (step 0): train it first, "
-                         "or pass allow_untrained=True to load it anyway").format(path=path))
     restore(trainer, state, path)
     return trainer
 
