@@ -14,7 +14,7 @@ slower. An exception needs a reason, in the notebook's metadata (there should be
 
 Each deck is opened, run and walked once per test process, for every check that needs it (`walked`): Run All's
 own checks and slide 1's (tests/test_browser.py: check_run_all, check_first_slide), the fit here, and whatever a
-sibling file measures on each slide. Such a file (tests/test_slides_dense.py) registers, when it is imported, a
+sibling file measures on each slide. Such a file (a slide-density check, say) registers, when it is imported, a
 JavaScript probe in SLIDE_PROBES (evaluated on every slide once it has stopped moving, its result kept on the slide
 under the probe's name) and any kernel start-up module in DECK_KERNEL_STARTUP, then calls `walked(open_notebook,
 name)` from a test named `test_every_slide...` parametrized by the deck's name: under `pytest -n 2` an edition's
