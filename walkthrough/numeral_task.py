@@ -173,6 +173,11 @@ def validate_texts(texts, example: str = "三百", kind: str = N_("string")) -> 
             raise ValueError(_("texts[{i}] is blank ({text!r}): there is nothing to translate; "
                              "give a Chinese {kind} such as {example!r}").format(
                                  i=i, text=text, kind=_(kind), example=example))
+        broken = next((c for c in text if "\ud800" <= c <= "\udfff"), None)  # UTF-8 cannot encode these
+        if broken is not None:
+            raise ValueError(_("texts[{i}] is not valid text: it holds {char!r}, half of a character (what a broken "
+                             "paste, or bytes read with the wrong encoding, leave behind); paste or type the phrase "
+                             "again").format(i=i, char=broken))
 
 
 def translate(model: Transformer, texts: list[str], src_vocab: Vocab, tgt_vocab: Vocab,
