@@ -229,7 +229,7 @@ def test_the_guard_compares_with_the_processs_own_address_space_limit():
 
 
 @pytest.mark.parametrize("trainer,built", [
-    (lambda: wt.train.Trainer(wt.train.TrainSettings()), "walkthrough.train.Transformer"),
+    (lambda: wt.numeral_task.Trainer(wt.numeral_task.TrainSettings()), "walkthrough.numeral_task.Transformer"),
     (lambda: wt.language_model.GPTTrainer(wt.language_model.GPTSettings()), "walkthrough.language_model.GPT"),
 ], ids=["encoder-decoder", "GPT"])
 def test_the_trainers_ask_the_guard_before_building(monkeypatch, trainer, built):

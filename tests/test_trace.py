@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import walkthrough as wt
-from walkthrough import recording, trace
+from walkthrough import meta, recording, trace
 from walkthrough.steps import STEPS
 
 with torch.device("meta"):
@@ -176,7 +176,7 @@ def test_remembered_ops_give_the_same_trace_as_running_every_op(monkeypatch, siz
         cfg = wt.ModelConfig(src_vocab_size=97, tgt_vocab_size=61, d_model=48, num_heads=6, d_ff=40, num_layers=3)
     fast = wt.trace_shapes(cfg, 3, **sizes)
     monkeypatch.setattr(trace, "_returns_fresh", lambda op: False)
-    for remembered in (trace._meta_model, trace._trace_pair, trace._trace_pair_step, trace._trace_gpt,
+    for remembered in (meta.meta_model, trace._trace_pair, trace._trace_pair_step, trace._trace_gpt,
                        trace._trace_gpt_step):
         remembered.cache_clear()
     assert wt.trace_shapes(cfg, 3, **sizes) == fast
