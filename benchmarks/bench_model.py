@@ -13,6 +13,7 @@ import statistics
 import time
 
 import torch
+from timing import report_ratio
 from torch import nn
 
 import walkthrough as wt
@@ -68,10 +69,7 @@ def main() -> None:
                 times[name].append(seconds)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, paper_base sizes, "
           f"{args.rounds} interleaved rounds")
-    for name, samples in times.items():
-        print(f"  {name:<15} median step {statistics.median(samples) * 1e3:8.1f} ms")
-    ratio = statistics.median(times["ours"]) / statistics.median(times["nn.Transformer"])
-    print(f"ratio ours / nn.Transformer: {ratio:.2f} (goal <= 1.00)")
+    report_ratio(times, 1.00)
 
     trace_shapes(wt.ModelConfig(d_model=64, num_heads=2, num_layers=1), 1, 2, 2)  # first meta call loads kernels
     moves = {  # a new size each time, as a slider move would be

@@ -12,11 +12,11 @@ Goal: ours within 1.10x the reference.
 
 import argparse
 import os
-import statistics
 import time
 
 import torch
 from bench_model import TorchStackModel
+from timing import report_ratio
 
 import walkthrough as wt
 from walkthrough import translator
@@ -50,10 +50,7 @@ def main() -> None:
                 times[name].append(seconds)
     print(f"torch {torch.__version__}, {ours.threads} thread(s), batch {settings.batch_size}, "
           f"{args.rounds} interleaved rounds")
-    for name, samples in times.items():
-        print(f"  {name:<15} median step {statistics.median(samples) * 1e3:8.1f} ms")
-    ratio = statistics.median(times["ours"]) / statistics.median(times["nn.Transformer"])
-    print(f"ratio ours / nn.Transformer: {ratio:.2f} (goal <= {GOAL:.2f})")
+    report_ratio(times, GOAL)
 
 
 if __name__ == "__main__":

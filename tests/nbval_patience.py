@@ -154,3 +154,4 @@ class ReRunOutOfOrder(WholeRunCheck):
                 pytest.fail(f"{self.path.name}: after a run top to bottom, re-running its cells out of order, this "
                             f"cell raised {content.get('ename')}: {content.get('evalue')}\n{source}\n"
                             + "\n".join(content.get("traceback", [])), pytrace=False)
+

@@ -58,17 +58,27 @@ def test_the_peak_counts_memory_that_was_freed_again():
 def test_nbvals_run_fails_a_notebook_over_the_budget_and_passes_one_under_it(tmp_path):
     """The plugin's `kernel peak memory` item, on nbval's own run of two small notebooks: 800 MB built and freed
     in a middle cell fails (naming that cell), a notebook that builds nothing passes."""
-    for name, middle in (("big", "block = b'x' * (800 * 2**20)\ndel block"), ("small", "block = b'x' * 2**20")):
-        cells = [nbformat.v4.new_code_cell(s, execution_count=i, outputs=[])
-                 for i, s in enumerate(["x = 1", middle, "y = 2"], 1)]
-        nbformat.write(nbformat.v4.new_notebook(cells=cells), tmp_path / f"{name}.ipynb")
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.nbval_patience", "--nbval", "--nbval-current-env",
-         f"--whole-run-checks-in={tmp_path}", "-p", "no:cacheprovider", "-q", "-rA", "--rootdir", str(tmp_path),
-         str(tmp_path / "big.ipynb"), str(tmp_path / "small.ipynb")],
-        cwd=ROOT, capture_output=True, text=True, timeout=None)
-    report = result.stdout
+    report = run_plugin_on(tmp_path, {"big": ["x = 1", "block = b'x' * (800 * 2**20)\ndel block", "y = 2"],
+                                      "small": ["x = 1", "block = b'x' * 2**20", "y = 2"]})
     assert "FAILED" in report and "big.ipynb::kernel peak memory" in report, report
     assert "PASSED" in report and "small.ipynb::kernel peak memory" in report, report
     assert "big.ipynb: the kernel peaked at" in report and "first past it after code cell 1" in report, report
     assert report.count("FAILED") == 1 and "1 failed" in report, report
+
+
+def run_plugin_on(folder, notebooks: dict[str, list[str]], outputs: dict[str, dict[int, str]] | None = None) -> str:
+    """For the plugin's own tests: write each notebook (name -> its code cells; ``outputs`` name -> {cell: stdout}),
+    run nbval with this plugin on them in a fresh pytest, and return its report."""
+    folder = Path(folder)
+    for name, sources in notebooks.items():
+        cells = [nbformat.v4.new_code_cell(source, execution_count=i, outputs=[])
+                 for i, source in enumerate(sources, 1)]
+        for index, text in (outputs or {}).get(name, {}).items():
+            cells[index].outputs = [nbformat.v4.new_output("stream", text=text)]
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), folder / f"{name}.ipynb")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.nbval_patience", "--nbval", "--nbval-current-env",
+         f"--whole-run-checks-in={folder}", "-p", "no:cacheprovider", "-q", "-rA", "--rootdir", str(folder),
+         *(str(folder / f"{name}.ipynb") for name in notebooks)],
+        cwd=ROOT, capture_output=True, text=True, timeout=None)
+    return result.stdout

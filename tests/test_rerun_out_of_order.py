@@ -11,12 +11,12 @@ check that item: a notebook whose cell relies on what an earlier one left behind
 """
 
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+from tests.test_kernel_memory import run_plugin_on
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,17 +57,9 @@ def test_the_scrambled_orders_re_run_every_cell_but_the_set_up_twice():
 def test_nbvals_run_fails_a_cell_that_relies_on_what_an_earlier_one_left_behind(tmp_path):
     """The plugin's `re-run out of order` item, on nbval's own run: `total += 1` then `assert total == 1` holds top
     to bottom and fails re-run; the same notebook computing its own total passes."""
-    for name, counted in (("leans", "total += 1"), ("computes", "total = 0\ntotal += 1")):
-        sources = ["total = 0", counted, "assert total == 1, total", "print('done')"]
-        cells = [nbformat.v4.new_code_cell(s, execution_count=i, outputs=[]) for i, s in enumerate(sources, 1)]
-        cells[-1].outputs = [nbformat.v4.new_output("stream", text="done\n")]
-        nbformat.write(nbformat.v4.new_notebook(cells=cells), tmp_path / f"{name}.ipynb")
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.nbval_patience", "--nbval", "--nbval-current-env",
-         f"--whole-run-checks-in={tmp_path}", "-p", "no:cacheprovider", "-q", "-rA", "--rootdir", str(tmp_path),
-         str(tmp_path / "leans.ipynb"), str(tmp_path / "computes.ipynb")],
-        cwd=ROOT, capture_output=True, text=True, timeout=None)
-    report = result.stdout
+    sources = {name: ["total = 0", counted, "assert total == 1, total", "print('done')"]
+               for name, counted in (("leans", "total += 1"), ("computes", "total = 0\ntotal += 1"))}
+    report = run_plugin_on(tmp_path, sources, outputs={name: {3: "done\n"} for name in sources})
     assert "FAILED" in report and "leans.ipynb::re-run out of order" in report, report
     assert "PASSED" in report and "computes.ipynb::re-run out of order" in report, report
     assert "this cell raised AssertionError" in report and "assert total == 1" in report, report
