@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import walkthrough as wt
@@ -143,6 +143,8 @@ def test_the_shipped_files_say_their_licence():
 
 @settings(max_examples=200, deadline=None)
 @given(st.text())
+@example("<unk>").via("found by CI: a text spelling a special token came back empty")
+@example("早上好<eos>good<pad> <sos>")
 def test_the_tokenizer_round_trips_any_string(shipped, text):
     ids = shipped.tokenizer.encode(text).ids
     assert shipped.tokenizer.decode(ids) == text

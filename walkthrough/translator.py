@@ -68,12 +68,6 @@ def train_tokenizer(texts: list[str], vocab_size: int):
     return tokenizer
 
 
-def load_tokenizer(path: str | Path):
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_file(str(path))
-
-
 @dataclass(frozen=True)
 class TranslatorSettings:
     """The shipped translator's sizes and schedule (what 2 CPU cores train in about an hour)."""
@@ -143,6 +137,9 @@ class Translator:
 
     def __init__(self, model: Transformer, tokenizer, settings: TranslatorSettings | None = None,
                  step: int = 0, losses: list[float] | None = None):
+        # Text that spells "<unk>" or "<eos>" is those letters' bytes, never the special id (which decode drops):
+        # the special ids come from the model and the batches, not from anything a student types.
+        tokenizer.encode_special_tokens = True
         self.model, self.tokenizer = model, tokenizer
         self.settings, self.step, self.losses = settings, step, list(losses or [])
 
