@@ -182,6 +182,48 @@ def test_ctrl_c_saves_what_was_trained_says_so_and_exits_cleanly(tmp_path):
     assert "accuracy" not in out, "an interrupted run does not go on to score"
 
 
+@pytest.mark.parametrize("flags,flag", [(["--resume", "{shipped}"], "--resume"), (["--report", "r.json"], "--report"),
+                                        (["--model", "gpt"], "--model gpt")])
+def test_the_translator_refuses_what_only_the_numeral_run_takes(flags, flag, monkeypatch, capsys):
+    """--task cedict once ignored these: --resume x.pt --save x.pt trained from nothing over x.pt."""
+    from walkthrough import translator
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the tokenizer was trained before the input was checked")
+    monkeypatch.setattr(translator, "train_tokenizer", refuse)
+    shipped = str(wt.shipped_file("checkpoints", "cedict.pt"))
+    argv = ["train", "--task", "cedict", *(f.format(shipped=shipped) for f in flags), "--save", "x.pt"]
+    assert cli.main(argv) == 2
+    assert f"error: {flag} is for --task numerals: the translator (--task cedict) trains from its first step" in \
+        capsys.readouterr().err
+
+
+def test_ctrl_c_in_the_translators_run_saves_what_was_trained(tmp_path, monkeypatch, capsys):
+    from walkthrough import translator
+
+    run = translator.TranslatorTrainer.run
+
+    def two_steps_then_ctrl_c(self, seconds=None, evaluate=True):
+        run(self, 2, progress=False)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(translator.TranslatorTrainer, "run", two_steps_then_ctrl_c)
+    path = tmp_path / "c.pt"
+    assert cli.main(["train", "--task", "cedict", "--steps", "5", "--batch-size", "8", "--save", str(path)]) == 130
+    assert f"interrupted at step 2 of 5: saved to {path}; load it with walkthrough.load_translator" in \
+        capsys.readouterr().err
+    assert wt.load_translator(path).step == 2
+
+
+def test_a_resumed_run_drops_out_as_the_run_it_continues(tmp_path, capsys):
+    trainer = wt.Trainer(wt.TrainSettings(d_model=32, d_ff=64, batch_size=16, steps=4), dropout=0.1)
+    trainer.run(2, progress=False)
+    wt.save_checkpoint(trainer, tmp_path / "half.pt")
+    assert wt.load_checkpoint(tmp_path / "half.pt").model.cfg.dropout == 0.1
+    assert cli.main(["train", "--resume", str(tmp_path / "half.pt"), "--held-out", "2",
+                     "--save", str(tmp_path / "full.pt")]) == 0
+    assert wt.load_checkpoint(tmp_path / "full.pt").model.cfg.dropout == 0.1
+
+
 def test_a_full_disk_during_the_save_is_one_error_line_and_no_file(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(checkpoints.torch, "save", half_written_then_full(torch.save))
     assert cli.main(["train", "--steps", "2", "--held-out", "1", "--save", str(tmp_path / "x.pt")]) == 1

@@ -207,6 +207,14 @@ def test_cli_trains_the_cedict_task(tmp_path):
     assert wt.load_translator(tmp_path / "c.pt").step == 2
 
 
+def test_loading_a_translator_leaves_the_global_random_stream_as_it_was():
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    wt.load_translator()
+    assert torch.equal(torch.rand(3), expected)
+
+
 def test_the_baseline_is_the_nearest_training_headwords_gloss():
     train = [("早上", "morning"), ("上好", "first-rate"), ("晚上好", "good evening")]
     assert translator.nearest_headword_baseline(["早上好", "晚安", "火"], train) == ["morning", "good evening", ""]

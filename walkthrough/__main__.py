@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -93,9 +94,10 @@ def _save(trainer, path: str) -> None:
     (save_gpt_checkpoint if isinstance(trainer, GPTTrainer) else save_checkpoint)(trainer, path)
 
 
-def _stopped_by_ctrl_c(args, trainer) -> int:
+def _stopped_by_ctrl_c(args, trainer, save: Callable, next_step: str) -> int:
     """Ctrl-C during training: every finished step is recorded whole (``TrainingLoop``), so what was trained is
-    saved where --save says, and the way to go on is printed. 130 is the exit code of a program stopped by Ctrl-C."""
+    saved where --save says, and ``next_step`` says what to do with it. 130 is the exit code of a program stopped
+    by Ctrl-C."""
     where = _("interrupted at step {step} of {total}").format(step=trainer.step, total=trainer.total_steps)
     if trainer.step == 0:
         print(_("{where}: no step finished, nothing to save").format(where=where), file=sys.stderr)
@@ -103,10 +105,9 @@ def _stopped_by_ctrl_c(args, trainer) -> int:
         print(_("{where}: not saved (pass --save FILE to keep what an interrupted run trained)").format(where=where),
               file=sys.stderr)
     else:
-        _save(trainer, args.save)
-        model = " --model gpt" if args.model == "gpt" else ""
-        print(_("{where}: saved to {path}; go on with: python -m walkthrough train{model} --resume {path}").format(
-            where=where, path=args.save, model=model), file=sys.stderr)
+        save(trainer, args.save)
+        print(_("{where}: saved to {path}; {next_step}").format(where=where, path=args.save, next_step=next_step),
+              file=sys.stderr)
     return 130
 
 
@@ -129,7 +130,9 @@ def _train(args) -> int:
         try:
             print(trainer.run(seconds=args.seconds, evaluate=False), file=sys.stderr)
         except KeyboardInterrupt:
-            return _stopped_by_ctrl_c(args, trainer)
+            model = " --model gpt" if args.model == "gpt" else ""
+            return _stopped_by_ctrl_c(args, trainer, _save, _("go on with: python -m walkthrough train{model} "
+                                                              "--resume {path}").format(model=model, path=args.save))
     else:
         check_global_batch(trainer.settings.batch_size, world_size)
         with process_group():
@@ -148,19 +151,32 @@ def _train(args) -> int:
     return 0
 
 
-def _train_cedict(args) -> int:
+def _check_cedict(args) -> None:
+    """What the translator's run cannot take, refused before its tokenizer and its half hour of training."""
     from .checkpoints import validate_checkpoint_path
+
+    for flag, given in (("--resume", args.resume is not None), ("--report", args.report is not None),
+                        ("--model gpt", args.model == "gpt")):
+        if given:
+            raise ValueError(_("{flag} is for --task numerals: the translator (--task cedict) trains from its "
+                             "first step, in one process, as the encoder-decoder; leave {flag} out").format(flag=flag))
+    if args.save is not None:
+        validate_checkpoint_path(args.save, for_writing=True, name="--save")
+
+
+def _train_cedict(args) -> int:
     from .corpus import cedict_pairs
     from .translator import TranslatorSettings, TranslatorTrainer, save_translator, train_tokenizer
 
-    if args.save is not None:
-        validate_checkpoint_path(args.save, for_writing=True, name="--save")
-    given = {name: getattr(args, name) for name in ("steps", "warmup", "seed", "batch_size")
-             if getattr(args, name) is not None}
+    _check_cedict(args)
+    given = {name: getattr(args, name) for name in SETTING_FLAGS if getattr(args, name) is not None}
     settings = TranslatorSettings(**given)
     tokenizer = train_tokenizer([text for pair in cedict_pairs("train") for text in pair], settings.vocab_size)
     trainer = TranslatorTrainer(settings, tokenizer)
-    print(trainer.run(seconds=args.seconds, evaluate=False), file=sys.stderr)
+    try:
+        print(trainer.run(seconds=args.seconds, evaluate=False), file=sys.stderr)
+    except KeyboardInterrupt:
+        return _stopped_by_ctrl_c(args, trainer, save_translator, _("load it with walkthrough.load_translator"))
     if args.save is not None:
         save_translator(trainer, args.save)
     validation = cedict_pairs("validation")

@@ -98,8 +98,9 @@ class Trainer(TrainingLoop):
     numbers; given ``pairs``, every batch is those pairs (a model that memorises a few phrases, as
     notebook 06 needs) and the score is exact match on them.
 
-    ``dropout`` (default 0: this task learns without it) belongs to the run, not to the settings a
-    checkpoint stores, so checkpoints made before it existed still load; a loaded trainer has none.
+    ``dropout`` (default 0: this task learns without it) belongs to the run, not to the settings, so
+    checkpoints made before it existed still load (with none); a checkpoint saved since keeps it, so a resumed
+    run drops out as the run it continues did.
     """
 
     def __init__(self, settings: TrainSettings = TrainSettings(), pairs: list[tuple[str, str]] | None = None,
@@ -232,7 +233,7 @@ def save_checkpoint(trainer: Trainer, path: str | Path, optimizer: bool = True) 
     path = validate_checkpoint_path(path, for_writing=True)
     write_checkpoint(path, CHECKPOINT_FORMAT, {
         "settings": asdict(trainer.settings), "pairs": trainer.pairs, "src_itos": trainer.src_vocab.itos,
-        "tgt_itos": trainer.tgt_vocab.itos, **trainer.state_dict(optimizer)})
+        "tgt_itos": trainer.tgt_vocab.itos, "dropout": trainer.model.cfg.dropout, **trainer.state_dict(optimizer)})
 
 
 def load_checkpoint(path: str | Path, allow_untrained: bool = False) -> Trainer:
@@ -244,7 +245,7 @@ def load_checkpoint(path: str | Path, allow_untrained: bool = False) -> Trainer:
     path = Path(path)
     pairs = state["pairs"] and [tuple(pair) for pair in state["pairs"]]
     with torch.random.fork_rng(devices=[]):  # the CPU generator only: training here is on the CPU
-        trainer = Trainer(settings_from(state, TrainSettings, path), pairs)
+        trainer = Trainer(settings_from(state, TrainSettings, path), pairs, dropout=state.get("dropout", 0.0))
     if state["src_itos"] != trainer.src_vocab.itos or state["tgt_itos"] != trainer.tgt_vocab.itos:
         raise ValueError(_("{path} was trained with other vocabularies than its task's; "
                          "its translations would be meaningless: retrain it").format(path=path))
