@@ -510,3 +510,25 @@ def test_a_model_without_padding_traces_to_its_loss_over_every_position():
     logits, labels = torch.randn(2, 5, 50), torch.randint(0, 50, (2, 5))
     torch.testing.assert_close(wt.sequence_loss(logits, labels, None),
                                nn.functional.cross_entropy(logits.reshape(10, 50), labels.reshape(10)))
+
+
+def test_a_trace_says_what_the_block_options_compute():
+    """A row's label and meaning are true of the model traced: GPT-2's positions are learned and its embedding is
+    not scaled, Llama's norms are RMSNorms, Marian's stacks end with no norm (each was once shown as the paper's)."""
+    gpt = wt.GPTConfig(vocab_size=50, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16, pad_id=None,
+                       positions="learned", scale_embeddings=False, norm="rms")
+    steps = {r.step for r in wt.trace_shapes(gpt, 2, length=5)}
+    assert {STEPS[i].label for i in ("embedding_unscaled", "learned_positions", "pre_rms_norm",
+                                     "decoder_output_rms_norm")} <= steps
+    assert not steps & {STEPS[i].label for i in ("embedding", "positions", "pre_norm", "decoder_output")}
+    marian = wt.ModelConfig(src_vocab_size=30, tgt_vocab_size=30, d_model=32, num_heads=4, d_ff=64, num_layers=1,
+                            max_len=16, final_norm=False)
+    steps = {r.step for r in wt.trace_shapes(marian, 2, src_len=5, tgt_len=4)}
+    assert {STEPS[i].label for i in ("embedding", "positions", "add_norm", "memory_no_norm",
+                                     "decoder_output_no_norm")} <= steps
+    assert not steps & {STEPS[i].label for i in ("memory", "decoder_output")}
+    rms = wt.ModelConfig(src_vocab_size=30, tgt_vocab_size=30, d_model=32, num_heads=4, d_ff=64, num_layers=1,
+                         max_len=16, norm="rms")
+    steps = {r.step for r in wt.trace_shapes(rms, 2, src_len=5, tgt_len=4)}
+    assert {STEPS[i].label for i in ("add_rms_norm", "memory_rms_norm", "decoder_output_rms_norm")} <= steps
+    assert not steps & {STEPS[i].label for i in ("add_norm", "memory", "decoder_output")}

@@ -106,7 +106,9 @@ class Embedding(nn.Module):
         if not checked:
             check_ids(ids, self.vocab_size, "ids")
             check_positions(ids.size(1), offset, self.max_len)
-        x = record("embedding", self.token(record("ids", ids)) * self.scale)  # [B, L, D]
+        x = record("embedding" if self.scale != 1.0 else "embedding_unscaled",
+                   self.token(record("ids", ids)) * self.scale)  # [B, L, D]
         if self.position is not None:
-            x = record("positions", self.position(x, offset))  # [B, L, D]
+            learned = isinstance(self.position.pe, nn.Parameter)
+            x = record("learned_positions" if learned else "positions", self.position(x, offset))  # [B, L, D]
         return self.dropout(x)

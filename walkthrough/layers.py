@@ -50,6 +50,13 @@ def make_norm(d_model: int, block: Block) -> nn.Module:
     return nn.LayerNorm(d_model, eps=block.norm_eps, bias=block.bias)
 
 
+def norm_step(step_id: str, norm: nn.Module | None) -> str:
+    """The trace's id for a step that ends in ``norm``: ``step_id`` for a LayerNorm, its RMSNorm or no-norm twin."""
+    if norm is None:
+        return f"{step_id}_no_norm"
+    return step_id.removesuffix("_norm") + "_rms_norm" if isinstance(norm, nn.RMSNorm) else step_id
+
+
 def final_norm(cfg) -> nn.Module | None:
     """The norm after a stack of ``cfg`` (a ModelConfig or GPTConfig), of the layers' kind; None without
     ``cfg.final_norm``."""
@@ -70,7 +77,7 @@ class AddNorm(nn.Module):
 
     def forward(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
         out = self.norm(x + self.dropout(sublayer_out))  # [B, L, D]
-        record("add_norm", out)
+        record(norm_step("add_norm", self.norm), out)
         return out
 
 
@@ -84,7 +91,7 @@ class ResidualLayer(nn.Module):
         if not self.norm_first:
             return add_norm(x, sublayer(x))
         out = x + add_norm.dropout(sublayer(add_norm.norm(x)))  # [B, L, D]
-        record("pre_norm", out)
+        record(norm_step("pre_norm", add_norm.norm), out)
         return out
 
 
@@ -159,7 +166,7 @@ class Decoder(nn.Module):
             layer_cache = None if cache is None else cache.layers[i]
             y = layer(y, memory, tgt_mask, src_mask, layer_cache, positions)  # [B, L_tgt, D]
         out = y if self.norm is None else self.norm(y)
-        record("decoder_output", out)
+        record(norm_step("decoder_output", self.norm), out)
         return out
 
 

@@ -10,7 +10,7 @@ from .checks import check_same_batch
 from .config import ModelConfig
 from .embedding import Embedding, check_ids, check_positions
 from .i18n import _
-from .layers import Decoder, DecoderLayer, EncoderLayer, OutputHead, final_norm
+from .layers import Decoder, DecoderLayer, EncoderLayer, OutputHead, final_norm, norm_step
 from .masks import padding_mask
 from .recording import record
 from .steps import ONE_KV_HEAD_PER_HEAD
@@ -29,7 +29,7 @@ class Encoder(nn.Module):
         """x [B, L_src, D], src_mask [B, 1, 1, L_src] -> memory [B, L_src, D]."""
         for layer in self.layers:
             x = layer(x, src_mask)  # [B, L_src, D]
-        return record("memory", x if self.norm is None else self.norm(x))
+        return record(norm_step("memory", self.norm), x if self.norm is None else self.norm(x))
 
 
 def check_src(model: Transformer, src: torch.Tensor) -> None:
