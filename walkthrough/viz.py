@@ -908,6 +908,10 @@ def gradient_norms_figure(norms: dict[str, dict[str, Sequence[float]]], layout: 
     return fig
 
 
+# The runs notebook 11 compares go by these names (results/norm_runs.json), which the catalog translates
+NORM_PLACEMENTS = (N_("post-norm"), N_("pre-norm"))
+
+
 @_cjk
 def loss_runs_figure(runs: dict[str, dict[str, Sequence[float]]], smooth: int = 20,
                      layout: str | None = "constrained") -> Figure:
@@ -921,7 +925,7 @@ def loss_runs_figure(runs: dict[str, dict[str, Sequence[float]]], smooth: int = 
             values = np.asarray(losses, dtype=float)
             width = min(smooth, len(values))
             mean = np.convolve(values, np.ones(width) / width, mode="valid")
-            ax.plot(np.arange(width, len(values) + 1), mean, label=name)
+            ax.plot(np.arange(width, len(values) + 1), mean, label=_(name))  # NORM_PLACEMENTS in the reader's words
         ax.set_yscale("log")
         ax.set_title(title, fontsize=PROJECTOR_TEXT)
         ax.set_xlabel(_("step"), fontsize=PROJECTOR_TEXT)
