@@ -65,7 +65,8 @@ class PositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int, kind: str = "sinusoidal"):
         super().__init__()
-        if kind == "learned":
+        self.learned = kind == "learned"
+        if self.learned:
             self.pe = nn.Parameter(torch.randn(max_len, d_model) * d_model ** -0.5)  # [max_len, D]
         else:
             self.register_buffer("pe", sinusoidal_table(max_len, d_model, kind == "sinusoidal_halves"),
@@ -92,6 +93,7 @@ class Embedding(nn.Module):
         self.vocab_size = vocab_size
         self.d_model = d_model
         self.max_len = max_len
+        self.scaled = scale
         self.scale = math.sqrt(d_model) if scale else 1.0
         self.token = nn.Embedding(vocab_size, d_model)  # the learned table [V, D]
         # Entries start at std 1/sqrt(D) (the scale of a weight shared with a D-input output layer):
@@ -106,9 +108,9 @@ class Embedding(nn.Module):
         if not checked:
             check_ids(ids, self.vocab_size, "ids")
             check_positions(ids.size(1), offset, self.max_len)
-        x = record("embedding" if self.scale != 1.0 else "embedding_unscaled",
+        x = record("embedding" if self.scaled else "embedding_unscaled",
                    self.token(record("ids", ids)) * self.scale)  # [B, L, D]
         if self.position is not None:
-            learned = isinstance(self.position.pe, nn.Parameter)
-            x = record("learned_positions" if learned else "positions", self.position(x, offset))  # [B, L, D]
+            x = record("learned_positions" if self.position.learned else "positions",
+                       self.position(x, offset))  # [B, L, D]
         return self.dropout(x)
