@@ -135,11 +135,11 @@ def test_ids_are_checked_once_per_model_call_and_a_layer_called_alone_checks_its
     calls = []
     checked = embedding.check_ids
 
-    def counting(ids, vocab_size, name):
+    def counting(ids, vocab_size, name, *positions):
         calls.append(name)
-        return checked(ids, vocab_size, name)
+        return checked(ids, vocab_size, name, *positions)
 
-    for module in (embedding, sys.modules["walkthrough.model"], sys.modules["walkthrough.gpt"]):
+    for module in (embedding, sys.modules["walkthrough.model"], sys.modules["walkthrough.cache"]):
         monkeypatch.setattr(module, "check_ids", counting)
     model = wt.Transformer(wt.ModelConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=2, d_ff=32,
                                           num_layers=2))

@@ -26,7 +26,7 @@ from .steps import ONE_KV_HEAD_PER_HEAD
 
 def scaled_dot_product_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
-    dropout: nn.Module | None = None,
+    dropout: nn.Module | None = None, checked: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(Q Kᵀ / sqrt(d_k)) V, returning (context [..., L_q, d_v], weights [..., L_q, L_k]).
 
@@ -34,9 +34,10 @@ def scaled_dot_product_attention(
     broadcastable to [B, H, L_q, L_k]. Blocked scores become the dtype's most negative finite
     number: -inf would turn a fully blocked row into NaN, and -1e9 overflows float16. A query row that
     may see no key attends to nothing: its weights are all 0 and its context is 0 (FlashAttention's
-    convention), so it never reads a key it was denied, the future included.
+    convention), so it never reads a key it was denied, the future included. ``checked``: the caller (attention)
+    has checked the mask; called alone, it checks it.
     """
-    if mask is not None:  # the scores q and k make: [..., L_q, L_k]
+    if mask is not None and not checked:  # the scores q and k make: [..., L_q, L_k]
         check_mask(mask, torch.Size((*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.size(-2), k.size(-2))))
     scores = record("scores", q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)))  # [B, H, L_q, L_k]
     if mask is not None:
@@ -51,7 +52,8 @@ def scaled_dot_product_attention(
 
 def check_attention_inputs(attention: MultiHeadAttention, query, key, value, mask, cache, positions) -> None:
     """query [B, L_q, D], key/value [B, L_k, D] of one batch and the weights' dtype; mask bool and broadcastable
-    to the scores; cache a KVCache that fits; positions None or [B, L_q]. Shapes only: no value is read."""
+    to the scores; cache a KVCache that fits; positions None or [B, L_q] of whole numbers >= 0. Asked only when
+    the layer is called alone: a model makes these inputs itself and checks its own on entry."""
     d_model, dtype = attention.w_q.in_features, attention.w_q.weight.dtype
     for name, x in (("query", query), ("key", key), ("value", value)):
         if not isinstance(x, torch.Tensor) or x.dim() != 3:
@@ -78,7 +80,7 @@ def check_attention_inputs(attention: MultiHeadAttention, query, key, value, mas
         if not attention.rope:
             raise ValueError(_("positions are for rotary attention (rope=True); this layer's positions come from "
                                "the embedding: leave positions=None"))
-        check_position_ids(positions, query.size(0), query.size(1), values=False)
+        check_position_ids(positions, query.size(0), query.size(1))
 
 
 @contextmanager
@@ -134,7 +136,7 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 mask: torch.Tensor | None = None, cache: KVCache | None = None,
-                positions: torch.Tensor | None = None) -> torch.Tensor:
+                positions: torch.Tensor | None = None, checked: bool = False) -> torch.Tensor:
         """query [B, L_q, D], key/value [B, L_k, D], mask (True = may attend) -> [B, L_q, D].
 
         With a growing ``cache`` (self-attention while decoding), key/value hold only the new positions;
@@ -142,8 +144,10 @@ class MultiHeadAttention(nn.Module):
         (cross-attention), K and V are made from key/value at the first call and reused after.
         ``positions`` [B, L_q] (rotary self-attention): each row's own positions of the new queries and
         keys (left-padded rows count from their first real token); None: offset, offset + 1, ... for all.
+        ``checked``: the model calling it has made (and checked) every input; called alone, it checks them.
         """
-        check_attention_inputs(self, query, key, value, mask, cache, positions)
+        if not checked:
+            check_attention_inputs(self, query, key, value, mask, cache, positions)
         batch, length_q, length_k = query.size(0), query.size(1), key.size(1)
         heads, kv_heads, d_k = self.num_heads, self.num_kv_heads, self.d_k
         start = 0 if cache is None else cache.offset  # the new rows' first position: after the cached ones
@@ -176,7 +180,8 @@ class MultiHeadAttention(nn.Module):
         else:  # the same attention written out, its weights kept for a figure or a trace
             if kv_heads != heads:  # each K/V head serves its group of query heads
                 k, v = record("k_grouped", self.expand_kv(k)), record("v_grouped", self.expand_kv(v))
-            context, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)  # [B, H, L_q, d_k]
+            # [B, H, L_q, d_k] and [B, H, L_q, L_k]; the mask was checked on entry
+            context, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout, checked=True)
             self.attn_weights = weights.detach()
 
         return record("output", self.w_o(self.merge_heads(context)))  # [B, L_q, D]

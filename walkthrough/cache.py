@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from .checks import check_positive_int
+from .embedding import check_ids
 from .i18n import _
 from .masks import decoder_self_mask
 
@@ -99,20 +100,6 @@ class DecodingCache:
     def __len__(self) -> int:
         return 0 if self.ids is None else self.ids.size(1)
 
-    def check(self, model: nn.Module, new_ids: torch.Tensor, source: torch.Tensor | None = None) -> None:
-        """Refuse a cache from another model, another batch or another source: it would give silent nonsense."""
-        if self.model is not model:
-            raise ValueError(_("this cache was made by another model: start one with this model's new_cache(...)"))
-        if new_ids.size(0) != self.batch:
-            raise ValueError(_("the cache was made for a batch of {batch} but the new tokens have "
-                             "{new_ids_size_0} rows: start a new cache for each batch").format(
-                                 batch=self.batch, new_ids_size_0=new_ids.size(0)))
-        if self.source is None:
-            return
-        if source is None or source.shape != self.source.shape or not torch.equal(source, self.source):
-            raise ValueError(_("the source changed since this cache was made: its cross-attention keys and values "
-                             "belong to the old source; start a new cache with model.new_cache(src)"))
-
     def append(self, new_ids: torch.Tensor) -> torch.Tensor:
         """Add the new tokens [B, n] to those seen; returns every id so far [B, t + n]."""
         self.ids = new_ids if self.ids is None else torch.cat([self.ids, new_ids], dim=1)
@@ -164,6 +151,30 @@ class DecodingCache:
             for kv in caches:
                 if kv.k is not None:
                     kv.k, kv.v = kv.k.index_select(0, rows), kv.v.index_select(0, rows)  # [B', H_kv, t, d_k]
+
+
+def check_step(model: nn.Module, ids: torch.Tensor, name: str, vocab_size: int, cache: DecodingCache | None,
+               source: torch.Tensor | None = None) -> None:
+    """A decoder's new ``ids`` [B, n] (called ``name``): of the vocabulary, at positions that fit max_len after the
+    cached ones. ``cache``: None, or one from this model's ``new_cache``, for this batch and (an encoder-decoder's,
+    ``source`` given) this source: another one would give silent nonsense. Both models' one check of a step."""
+    if cache is not None and not isinstance(cache, DecodingCache):
+        made_by = _("cache must come from model.new_cache(batch), got {type}") if source is None else \
+            _("cache must come from model.new_cache(src), got {type}")
+        raise TypeError(made_by.format(type=type(cache).__name__))
+    check_ids(ids, vocab_size, name, model.cfg.max_len, 0 if cache is None else len(cache))
+    if cache is None:
+        return
+    if cache.model is not model:
+        raise ValueError(_("this cache was made by another model: start one with this model's new_cache(...)"))
+    if ids.size(0) != cache.batch:
+        raise ValueError(_("the cache was made for a batch of {batch} but the new tokens have "
+                         "{new_ids_size_0} rows: start a new cache for each batch").format(
+                             batch=cache.batch, new_ids_size_0=ids.size(0)))
+    if cache.source is not None and (source is None or source.shape != cache.source.shape
+                                     or not torch.equal(source, cache.source)):
+        raise ValueError(_("the source changed since this cache was made: its cross-attention keys and values "
+                         "belong to the old source; start a new cache with model.new_cache(src)"))
 
 
 def decoding_step(cache: DecodingCache | None):

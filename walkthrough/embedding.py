@@ -11,8 +11,9 @@ from .i18n import _
 from .recording import record
 
 
-def check_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
-    """Reject anything that is not a [B, L] tensor (L >= 1) of integer ids in [0, vocab_size)."""
+def check_ids(ids: torch.Tensor, vocab_size: int, name: str, max_len: int | None = None, offset: int = 0) -> None:
+    """Reject anything that is not a [B, L] tensor (L >= 1) of integer ids in [0, vocab_size); with ``max_len``,
+    also ids at positions offset .. offset+L-1 past a table of max_len rows."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(_("{name} must be a torch tensor of token ids, got {type}; use torch.tensor(...)").format(
             name=name, type=type(ids).__name__))
@@ -34,6 +35,8 @@ def check_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
             raise ValueError(_("{name} holds token id {bad}, outside the vocabulary [0, {vocab_size}); "
                              "check the tokeniser or raise the vocab size").format(
                                  name=name, bad=bad, vocab_size=vocab_size))
+    if max_len is not None:
+        check_positions(ids.size(1), offset, max_len)
 
 
 def check_positions(length: int, offset: int, max_len: int) -> None:
@@ -106,8 +109,7 @@ class Embedding(nn.Module):
         """ids [B, L] at positions offset..offset+L-1 (offset > 0 when decoding with a cache) -> [B, L, D].
         ``checked``: the model calling it has checked the ids and positions on entry; alone, it checks them."""
         if not checked:
-            check_ids(ids, self.vocab_size, "ids")
-            check_positions(ids.size(1), offset, self.max_len)
+            check_ids(ids, self.vocab_size, "ids", self.max_len, offset)
         x = record("embedding" if self.scaled else "embedding_unscaled",
                    self.token(record("ids", ids)) * self.scale)  # [B, L, D]
         if self.position is not None:

@@ -10,23 +10,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .cache import DecodingCache, decoding_step, position_ids, self_attention_mask
+from .cache import DecodingCache, check_step, decoding_step, position_ids, self_attention_mask
 from .checks import check_positive_int
 from .config import GPTConfig
-from .embedding import Embedding, check_ids, check_positions
+from .embedding import Embedding
 from .i18n import _
 from .layers import Decoder, DecoderLayer, OutputHead, final_norm
 from .steps import ONE_KV_HEAD_PER_HEAD
-
-
-def check_gpt_inputs(model: GPT, ids: torch.Tensor, cache: DecodingCache | None = None) -> None:
-    """ids [B, L] of the vocabulary, at positions that fit max_len after the cached ones; a cache of this model."""
-    if cache is not None and not isinstance(cache, DecodingCache):
-        raise TypeError(_("cache must come from model.new_cache(batch), got {type}").format(type=type(cache).__name__))
-    check_ids(ids, model.cfg.vocab_size, "ids")
-    check_positions(ids.size(1), 0 if cache is None else len(cache), model.cfg.max_len)
-    if cache is not None:
-        cache.check(model, ids)
 
 
 class GPT(nn.Module):
@@ -65,10 +55,10 @@ class GPT(nn.Module):
         PAD keys are masked. With rotary positions each row counts its positions from its first real token
         (``position_ids``), so a left-padded prompt gives the logits it gives alone.
         """
-        check_gpt_inputs(self, ids, cache)
+        check_step(self, ids, "ids", self.cfg.vocab_size, cache)  # the one check: the layers skip theirs
         with decoding_step(cache):
             x = self.embed(ids, 0 if cache is None else len(cache), checked=True)  # [B, L, D]
             mask = self_attention_mask(self, ids, cache)  # [B, 1, L, L], or [B, 1, n, t] cached
             seen = ids if cache is None else cache.ids  # [B, t]: every id so far
             positions = position_ids(seen, self.cfg.pad_id, ids.size(1)) if self.cfg.positions == "rope" else None
-            return self.output_head(self.decoder(x, None, mask, None, cache, positions))  # [B, L, V]
+            return self.output_head(self.decoder(x, None, mask, None, cache, positions, checked=True))  # [B, L, V]

@@ -107,9 +107,9 @@ class EncoderLayer(ResidualLayer):
         self.feed_forward = FeedForward(d_model, d_ff, dropout, block.activation, block.bias)
         self.add_norm2 = AddNorm(d_model, dropout, block)
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None) -> torch.Tensor:
-        """x [B, L_src, D], src_mask [B, 1, 1, L_src] -> [B, L_src, D]."""
-        x = self.residual(x, self.add_norm1, lambda h: self.self_attn(h, h, h, src_mask))
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None, checked: bool = False) -> torch.Tensor:
+        """x [B, L_src, D], src_mask [B, 1, 1, L_src] -> [B, L_src, D]. ``checked``: as attention's."""
+        x = self.residual(x, self.add_norm1, lambda h: self.self_attn(h, h, h, src_mask, checked=checked))
         return self.residual(x, self.add_norm2, self.feed_forward)
 
 
@@ -137,15 +137,18 @@ class DecoderLayer(ResidualLayer):
 
     def forward(self, y: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor,
                 src_mask: torch.Tensor | None = None, cache: DecoderLayerCache | None = None,
-                positions: torch.Tensor | None = None) -> torch.Tensor:
+                positions: torch.Tensor | None = None, checked: bool = False) -> torch.Tensor:
         """y [B, L_tgt, D], memory [B, L_src, D] (None without cross-attention), tgt_mask [B, 1, L_tgt, L_k],
         src_mask [B, 1, 1, L_src] -> [B, L_tgt, D]. With a ``cache``, y holds only the new positions.
-        ``positions`` [B, L_tgt]: each row's own positions, for rotary self-attention (left-padded prompts)."""
+        ``positions`` [B, L_tgt]: each row's own positions, for rotary self-attention (left-padded prompts).
+        ``checked``: as attention's (the model has checked every input; alone, each attention checks its own)."""
         self_cache, cross_cache = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
-        y = self.residual(y, self.add_norm1, lambda x: self.self_attn(x, x, x, tgt_mask, self_cache, positions))
+        y = self.residual(y, self.add_norm1,
+                          lambda x: self.self_attn(x, x, x, tgt_mask, self_cache, positions, checked=checked))
         if self.cross_attn is not None:
             # Q from y, K and V from the memory
-            y = self.residual(y, self.add_norm2, lambda x: self.cross_attn(x, memory, memory, src_mask, cross_cache))
+            y = self.residual(y, self.add_norm2,
+                              lambda x: self.cross_attn(x, memory, memory, src_mask, cross_cache, checked=checked))
         return self.residual(y, self.add_norm3, self.feed_forward)
 
 
@@ -160,11 +163,12 @@ class Decoder(nn.Module):
 
     def forward(self, y: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor,
                 src_mask: torch.Tensor | None = None, cache: DecodingCache | None = None,
-                positions: torch.Tensor | None = None) -> torch.Tensor:
-        """y [B, L_tgt, D], memory [B, L_src, D] or None; masks, positions as in ``DecoderLayer`` -> [B, L_tgt, D]."""
+                positions: torch.Tensor | None = None, checked: bool = False) -> torch.Tensor:
+        """y [B, L_tgt, D], memory [B, L_src, D] or None; masks, positions, ``checked`` as in ``DecoderLayer``
+        -> [B, L_tgt, D]."""
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else cache.layers[i]
-            y = layer(y, memory, tgt_mask, src_mask, layer_cache, positions)  # [B, L_tgt, D]
+            y = layer(y, memory, tgt_mask, src_mask, layer_cache, positions, checked)  # [B, L_tgt, D]
         out = y if self.norm is None else self.norm(y)
         record(norm_step("decoder_output", self.norm), out)
         return out

@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .cache import DecodingCache, decoding_step, self_attention_mask
+from .cache import DecodingCache, check_step, decoding_step, self_attention_mask
 from .checks import check_same_batch
 from .config import ModelConfig
-from .embedding import Embedding, check_ids, check_positions
+from .embedding import Embedding, check_ids
 from .i18n import _
 from .layers import Decoder, DecoderLayer, EncoderLayer, OutputHead, final_norm, norm_step
 from .masks import padding_mask
@@ -25,27 +25,19 @@ class Encoder(nn.Module):
                                                  rope=cfg.positions == "rope") for _ in range(cfg.num_layers))
         self.norm = final_norm(cfg)
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None) -> torch.Tensor:
-        """x [B, L_src, D], src_mask [B, 1, 1, L_src] -> memory [B, L_src, D]."""
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None, checked: bool = False) -> torch.Tensor:
+        """x [B, L_src, D], src_mask [B, 1, 1, L_src] -> memory [B, L_src, D]. ``checked``: as attention's."""
         for layer in self.layers:
-            x = layer(x, src_mask)  # [B, L_src, D]
+            x = layer(x, src_mask, checked)  # [B, L_src, D]
         return record(norm_step("memory", self.norm), x if self.norm is None else self.norm(x))
-
-
-def check_src(model: Transformer, src: torch.Tensor) -> None:
-    check_ids(src, model.cfg.src_vocab_size, "src")
-    check_positions(src.size(1), 0, model.cfg.max_len)
 
 
 def check_decode_inputs(model: Transformer, tgt: torch.Tensor, memory: torch.Tensor | None, src: torch.Tensor,
                         cache: DecodingCache | None = None) -> None:
-    """tgt and src ids, one target row per source row; memory [B, L_src, D] in the weights' dtype (None: the forward
-    makes it); a cache of this model, this batch and this source (if any)."""
-    if cache is not None and not isinstance(cache, DecodingCache):
-        raise TypeError(_("cache must come from model.new_cache(src), got {type}").format(type=type(cache).__name__))
-    check_src(model, src)
-    check_ids(tgt, model.cfg.tgt_vocab_size, "tgt")
-    check_positions(tgt.size(1), 0 if cache is None else len(cache), model.cfg.max_len)
+    """src and tgt ids, one target row per source row (``check_step``: tgt's positions and the cache); memory
+    [B, L_src, D] in the weights' dtype (None: the forward makes it)."""
+    check_ids(src, model.cfg.src_vocab_size, "src", model.cfg.max_len)
+    check_step(model, tgt, "tgt", model.cfg.tgt_vocab_size, cache, src)
     if memory is None:
         return check_same_batch(src=src, tgt=tgt)
     if not isinstance(memory, torch.Tensor) or memory.shape[1:] != (src.size(1), model.cfg.d_model):
@@ -57,16 +49,14 @@ def check_decode_inputs(model: Transformer, tgt: torch.Tensor, memory: torch.Ten
     if memory.dtype != dtype:
         raise TypeError(_("memory is {dtype} but the model's weights are {dtype_}: pass model.encode(src) "
                         "(or memory.to({dtype_}))").format(dtype=memory.dtype, dtype_=dtype))
-    if cache is not None:
-        cache.check(model, tgt, src)
 
 
 class Transformer(nn.Module):
     """src ids [B, L_src], tgt ids [B, L_tgt] -> logits [B, L_tgt, V_tgt].
 
-    Its public methods check their inputs once, on entry (``check_src``, ``check_decode_inputs``), then run the
-    unchecked ``_encode`` / ``_decode``. A model too large for this process is refused by
-    ``wt.memory_guard.check_fits_in_memory(cfg)`` before building, not here.
+    Its public methods check their inputs once, on entry (``check_ids``, ``check_decode_inputs``), then run the
+    unchecked ``_encode`` / ``_decode``, whose layers skip their own checks (``checked=True``). A model too large
+    for this process is refused by ``wt.memory_guard.check_fits_in_memory(cfg)`` before building, not here.
     """
 
     dim_names = ONE_KV_HEAD_PER_HEAD  # how a trace names its dims: its K/V heads are its H heads
@@ -90,7 +80,7 @@ class Transformer(nn.Module):
 
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """src [B, L_src] -> memory [B, L_src, D]."""
-        check_src(self, src)
+        check_ids(src, self.cfg.src_vocab_size, "src", self.cfg.max_len)
         return self._encode(src)
 
     def new_cache(self, src: torch.Tensor) -> DecodingCache:
@@ -99,7 +89,7 @@ class Transformer(nn.Module):
             raise TypeError(_("new_cache(src) takes the source ids [B, L_src] the cache will decode, got "
                             "{type} (a GPT's cache takes a batch size: gpt.new_cache(batch))").format(
                                 type=type(src).__name__))
-        check_src(self, src)
+        check_ids(src, self.cfg.src_vocab_size, "src", self.cfg.max_len)
         return DecodingCache(self, src.size(0), src)
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
@@ -119,11 +109,13 @@ class Transformer(nn.Module):
         return self.output_head(self._decode(tgt, self._encode(src), src, None))
 
     def _encode(self, src: torch.Tensor) -> torch.Tensor:
-        return self.encoder(self.src_embed(src, checked=True), padding_mask(src, self.cfg.pad_id))  # [B, L_src, D]
+        x = self.src_embed(src, checked=True)  # [B, L_src, D]
+        return self.encoder(x, padding_mask(src, self.cfg.pad_id), checked=True)  # [B, L_src, D]
 
     def _decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
                 cache: DecodingCache | None) -> torch.Tensor:
         with decoding_step(cache):
             y = self.tgt_embed(tgt, 0 if cache is None else len(cache), checked=True)  # [B, L_tgt, D]
             tgt_mask = self_attention_mask(self, tgt, cache, src)  # [B, 1, L_tgt, L_tgt], or [B, 1, n, t] cached
-            return self.decoder(y, memory, tgt_mask, padding_mask(src, self.cfg.pad_id), cache)  # [B, L_tgt, D]
+            src_mask = padding_mask(src, self.cfg.pad_id)  # [B, 1, 1, L_src]
+            return self.decoder(y, memory, tgt_mask, src_mask, cache, checked=True)  # [B, L_tgt, D]

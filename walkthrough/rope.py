@@ -47,9 +47,9 @@ def check_rope_input(x: torch.Tensor, offset: int = 0, positions: torch.Tensor |
         check_position_ids(positions, x.size(0), x.size(2))
 
 
-def check_position_ids(positions, batch: int, length: int, values: bool = True) -> None:
-    """positions: whole numbers >= 0 [B, L], one per batch row and sequence position. ``values=False``: the dtype
-    and shape only (reading the values is a host sync; a layer inside a model leaves it to where they are made)."""
+def check_position_ids(positions, batch: int, length: int) -> None:
+    """positions: whole numbers >= 0 [B, L], one per batch row and sequence position (reading the values is a host
+    sync: a model, which makes its positions itself, never asks)."""
     if not isinstance(positions, torch.Tensor) or positions.is_floating_point() or positions.dtype == torch.bool:
         got = positions.dtype if isinstance(positions, torch.Tensor) else type(positions).__name__
         raise TypeError(_("positions must be a tensor of whole numbers [B, L] (each row's position ids), got "
@@ -57,7 +57,7 @@ def check_position_ids(positions, batch: int, length: int, values: bool = True) 
     if positions.shape != (batch, length):
         raise ValueError(_("positions must be [B, L] = {wanted} (one per row and position), got {got}").format(
             wanted=[batch, length], got=list(positions.shape)))
-    if values and positions.device.type != "meta" and positions.numel() and int(positions.min()) < 0:
+    if positions.device.type != "meta" and positions.numel() and int(positions.min()) < 0:
         raise ValueError(_("positions must be >= 0 (positions start at 0), got {low}").format(
             low=int(positions.min())))
 
