@@ -28,6 +28,23 @@ def test_every_entry_is_accounted_for_by_one_rule():
     assert dropped + counts["pairs"] == counts["entries"]
 
 
+def test_each_count_is_named_in_the_readers_language():
+    """Notebook 17 prints the counts by name: the same numbers, each under a name in the chosen language."""
+    counts = corpus.cedict_rule_counts()
+    try:
+        for language in ("en", "zh"):
+            wt.set_language(language)
+            named = corpus.cedict_rule_counts(named=True)
+            assert list(named.values()) == list(counts.values())
+            if language == "en":
+                assert list(named) == list(counts)
+            else:
+                assert all(any("\u4e00" <= ch <= "\u9fff" for ch in name) for name in named), named
+                assert "释义：超过 5 个词" in named
+    finally:
+        wt.set_language("en")
+
+
 def test_splits_are_disjoint_by_headword_and_each_headword_has_one_pair():
     headwords = {split: [zh for zh, _ in wt.cedict_pairs(split)] for split in corpus.SPLITS}
     for split, words in headwords.items():
