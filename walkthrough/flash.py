@@ -104,7 +104,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
         acc = torch.zeros(*q_block.shape[:3], v.size(-1), dtype=running, device=q.device)  # [B, H, b_q, d_v]
         for tile in by_block.get(start, []):
             scores = _scores(q_block, k, tile, mask, scale, k.size(2) - q.size(2), lowest)  # [B, H, b_q, b_k]
-            m, sum_exp, acc = online_softmax_step(m, sum_exp, acc, scores, v[:, :, _cut(tile.keys)].to(running))
+            m, sum_exp, acc = online_softmax_step(m, sum_exp, acc, scores, v[:, :, _as_slice(tile.keys)].to(running))
         # A row that saw only blocked scores (m still the minimum) attends to nothing: 0, as the plain path
         # gives it. l >= 1 once a tile is seen (its max adds exp(0)).
         blocked = m == lowest  # [B, H, b_q]
@@ -138,7 +138,7 @@ def flash_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
     delta = (d_out * out).sum(-1)  # [B, H, L_q]: Δ_i = Σ_j P_ij dP_ij
     grad_q, grad_k, grad_v = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     for tile in flash_tiles(q.size(2), k.size(2), block_q, block_k, causal):
-        rows, keys = _cut(tile.queries), _cut(tile.keys)
+        rows, keys = _as_slice(tile.queries), _as_slice(tile.keys)
         scores = _scores(q[:, :, rows], k, tile, mask, scale, k.size(2) - q.size(2), lowest)  # [B, H, b_q, b_k]
         # the forward's weights; a blocked score weighs 0 (only a row blocked throughout would make it exp(0))
         p = torch.where(scores > lowest, torch.exp(scores - lse[:, :, rows, None]), 0)  # [B, H, b_q, b_k]
@@ -150,7 +150,7 @@ def flash_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
     return grad_q, grad_k, grad_v
 
 
-def _cut(positions: range) -> slice:
+def _as_slice(positions: range) -> slice:
     return slice(positions.start, positions.stop)
 
 
@@ -158,10 +158,10 @@ def _scores(q_block: torch.Tensor, k: torch.Tensor, tile: Tile, mask: torch.Tens
             offset: int, lowest: float) -> torch.Tensor:
     """One tile's scaled scores [B, H, b_q, b_k], the blocked ones set to ``lowest``: by the mask, and by the
     causal mask (query i sees keys up to i + offset) on a tile the diagonal crosses."""
-    scores = q_block @ k[:, :, _cut(tile.keys)].to(q_block.dtype).transpose(-2, -1) * scale  # [B, H, b_q, b_k]
+    scores = q_block @ k[:, :, _as_slice(tile.keys)].to(q_block.dtype).transpose(-2, -1) * scale  # [B, H, b_q, b_k]
     if mask is not None:
-        rows = _cut(tile.queries) if mask.size(2) > 1 else slice(None)  # a dim of 1 broadcasts: keep it whole
-        keys = _cut(tile.keys) if mask.size(3) > 1 else slice(None)
+        rows = _as_slice(tile.queries) if mask.size(2) > 1 else slice(None)  # a dim of 1 broadcasts: keep it whole
+        keys = _as_slice(tile.keys) if mask.size(3) > 1 else slice(None)
         scores = torch.where(mask[:, :, rows, keys], scores, lowest)
     if tile.diagonal:
         keys, queries = (torch.tensor(positions, device=q_block.device) for positions in (tile.keys, tile.queries))

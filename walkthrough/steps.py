@@ -98,7 +98,7 @@ _TABLE = (
 # The names of a model with one K/V head per query head (no grouped-query attention): H_kv is H.
 ONE_KV_HEAD_PER_HEAD = {"H_kv": "H", "H_kv·d_k": "D"}
 
-class _Table(dict):
+class _StepTable(dict):
     """Steps by id; an unknown id is a KeyError that lists the ids."""
 
     def __missing__(self, step_id):
@@ -106,7 +106,7 @@ class _Table(dict):
                        "wt.STEPS[id])").format(step_id=step_id, steps=', '.join(self)))
 
 
-STEPS: dict[str, Step] = _Table((s.id, s) for s in _TABLE)
+STEPS: dict[str, Step] = _StepTable((s.id, s) for s in _TABLE)
 _BY_LABEL: dict[str, Step] = {s.label: s for s in _TABLE}
 assert len(STEPS) == len(_BY_LABEL) == len(_TABLE), "step ids and labels are each unique"
 

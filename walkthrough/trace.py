@@ -48,6 +48,7 @@ from torch import nn
 from .attention import keep_attention_weights
 from .checks import check_positive_int
 from .config import GPTConfig, ModelConfig
+from .hooks import running_modules
 from .i18n import N_, _, ljust, width
 from .loss import sequence_loss
 from .meta import meta_model
@@ -302,33 +303,25 @@ class _Tracer:
     def __init__(self, root: nn.Module | None, root_name: str, ops: bool):
         self.recorder = Recorder(getattr(root, "dim_names", None))
         self.recorder.scopes = [root_name]
-        self.paths = {id(m): name for name, m in root.named_modules() if name} if root is not None else {}
+        self.root = root
         self.ops = ops
         self.open_calls: list[int] = []  # row index of each running module's placeholder
         self.memory: dict = {}
         self.last_op: tuple[str, tuple[int, ...]] | None = None
         self.failed_op: str | None = None
 
-    def enter(self, module, args):
-        name = self.paths.get(id(module))
-        if name is None:
-            return
-        self.recorder.scopes.append(name)
-        if self.ops:
+    def enter(self, path, module, args, kwargs):
+        if self.ops and module is not self.root:
             self.open_calls.append(len(self.recorder.rows))
             self.recorder.rows.append(None)  # becomes the module's row when it returns (outputs known then)
 
-    def leave(self, module, args, kwargs, output):
-        name = self.paths.get(id(module))
-        if name is None:
-            return
-        self.recorder.scopes.pop()
-        if self.ops:
+    def leave(self, path, module, args, kwargs, output):
+        if self.ops and module is not self.root:
             positional, outputs = _shapes(args), _shapes([output])
             named = tuple((key, shapes) for key, value in kwargs.items() if (shapes := _shapes([value])))
             inputs = positional + tuple(shape for _key, shapes in named for shape in shapes)
             self.recorder.rows[self.open_calls.pop()] = OpRow(
-                name, type(module).__name__, outputs[0] if outputs else (), "", _from(positional, named), inputs,
+                path, type(module).__name__, outputs[0] if outputs else (), "", _from(positional, named), inputs,
                 outputs, "module")
 
     def run_op(self, op, args, kwargs, may_remember: bool):
@@ -409,21 +402,17 @@ def trace_callable(fn: Callable[[], object], root: nn.Module | None = None, *, o
     ``fn``'s inputs made its FakeTensors) runs ``fn`` under that FakeTensor mode too.
     """
     tracer = _Tracer(root, root_name, ops)
-    handles = [nn.modules.module.register_module_forward_pre_hook(tracer.enter),
-               nn.modules.module.register_module_forward_hook(tracer.leave, with_kwargs=True)]
-    try:
-        with listening(tracer.recorder):
-            try:
-                # torch.device("meta"): a tensor made inside without a device lands on meta too, never in memory
-                with (torch.device("meta"), torch.inference_mode(), fake_mode or nullcontext(),
-                      keep_attention_weights(root) if root is not None else nullcontext(),
-                      _op_tap(tracer, fake_mode is not None)):
-                    fn()
-            except (RuntimeError, NotImplementedError) as error:
-                raise tracer.explain(error) from error
-    finally:
-        for handle in handles:
-            handle.remove()
+    with listening(tracer.recorder):
+        try:
+            # torch.device("meta"): a tensor made inside without a device lands on meta too, never in memory
+            with (torch.device("meta"), torch.inference_mode(), fake_mode or nullcontext(),
+                  running_modules(root, root_name, tracer.recorder.scopes, tracer.enter, tracer.leave)
+                  if root is not None else nullcontext(),
+                  keep_attention_weights(root) if root is not None else nullcontext(),
+                  _op_tap(tracer, fake_mode is not None)):
+                fn()
+        except (RuntimeError, NotImplementedError) as error:
+            raise tracer.explain(error) from error
     return tuple(tracer.recorder.rows)
 
 
