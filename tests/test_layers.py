@@ -31,8 +31,10 @@ LAYERS = {
     "decoding": 8, "pytorch": 8,                 # greedy decoding of both models; PyTorch's weights copied in
     "hf": 8,                                     # transformers models read into ours (config and weights)
     "meta": 8,                                   # our models on the meta device, one per config, for the tools
+    "op_tap": 8,                                 # PyTorch's private op interception, for the trace alone
     "trace": 9, "cost": 9,                       # tools that run the model
     "memory": 9, "gradients": 9,                 # what training saves; the gradient shapes (beside trace)
+    "tables": 10,                                # traced rows read: printed, asserted, summarised, tabled
     "data": 10, "checkpoints": 10,               # learning, beside the tools (neither imports the other)
     "corpus": 10,                                # the real phrases (CC-CEDICT), beside the numeral task
     "bpe": 11,                                   # text to ids: byte-pair encoding by hand, on the corpus (16)
@@ -46,7 +48,7 @@ LAYERS = {
     "__init__": 17,
     "__main__": 18,                              # the command line on top
 }
-TOOLS = {"trace", "cost", "memory", "gradients"}
+TOOLS = {"op_tap", "trace", "tables", "cost", "memory", "gradients"}
 LEARNING = {"data", "corpus", "numeral_task", "language_model", "translator"}
 
 

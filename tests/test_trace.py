@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import walkthrough as wt
-from walkthrough import meta, recording, trace
+from walkthrough import meta, op_tap, recording, tables, trace
 from walkthrough.steps import STEPS
 
 with torch.device("meta"):
@@ -175,7 +175,7 @@ def test_remembered_ops_give_the_same_trace_as_running_every_op(monkeypatch, siz
     else:
         cfg = wt.ModelConfig(src_vocab_size=97, tgt_vocab_size=61, d_model=48, num_heads=6, d_ff=40, num_layers=3)
     fast = wt.trace_shapes(cfg, 3, **sizes)
-    monkeypatch.setattr(trace, "_returns_fresh", lambda op: False)
+    monkeypatch.setattr(op_tap, "_returns_fresh", lambda op: False)
     for remembered in (meta.meta_model, trace._trace_pair, trace._trace_pair_step, trace._trace_gpt,
                        trace._trace_gpt_step):
         remembered.cache_clear()
@@ -262,19 +262,19 @@ def test_summarise_replaces_only_layers_that_repeat_layer_zero():
 
 def test_shape_table_depth_and_within():
     rows = wt.trace_module(small_torch_transformer(1), (3, 5, 32), (3, 2, 32))
-    top = trace.shape_table(rows, depth=1).rows
+    top = tables.shape_table(rows, depth=1).rows
     assert [(r.where, r.step) for r in top] == [("encoder", "TransformerEncoder"), ("decoder", "TransformerDecoder")]
     assert top[1].shape == (3, 2, 32) and top[1].inputs == ((3, 2, 32), (3, 5, 32))
-    stack, first_layer = (trace.shape_table(rows, within=w).rows for w in ("encoder.layers", "encoder.layers.0"))
+    stack, first_layer = (tables.shape_table(rows, within=w).rows for w in ("encoder.layers", "encoder.layers.0"))
     assert stack == first_layer  # a module that only holds others (never called itself) still selects
-    one = trace.shape_table(rows, within="encoder.layers.0.self_attn").rows
+    one = tables.shape_table(rows, within="encoder.layers.0.self_attn").rows
     assert one[0].step == "MultiheadAttention" and all(r.where == "encoder.layers.0.self_attn" for r in one)
-    text = repr(trace.shape_table(rows, within="encoder.layers.0.linear1"))
+    text = repr(tables.shape_table(rows, within="encoder.layers.0.linear1"))
     assert "aten.linear" in text and "[3, 5, 48]" in text and "from [3, 5, 32], [48, 32], [48]" in text
     with pytest.raises(ValueError, match=re.escape("within='encoder.layer.0' matches no row")):
-        trace.shape_table(rows, within="encoder.layer.0")
+        tables.shape_table(rows, within="encoder.layer.0")
     with pytest.raises(ValueError, match="depth must be at least 1"):
-        trace.shape_table(rows, depth=0)
+        tables.shape_table(rows, depth=0)
 
 
 class ReadsAValue(nn.Module):
@@ -411,7 +411,7 @@ def test_without_the_private_dispatch_api_the_public_fallback_traces_the_same_sh
     ours = wt.Transformer(small_cfg).eval()
     ids = torch.zeros(2, 6, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long)
     exact_mlp, exact_ours = wt.trace_module(mlp, (5, 8)), wt.trace_module(ours, *ids)
-    monkeypatch.setattr(trace, "_DispatchMode", None)
+    monkeypatch.setattr(op_tap, "_DispatchMode", None)
     fallback_mlp, fallback_ours = wt.trace_module(mlp, (5, 8)), wt.trace_module(ours, *ids)
     assert [(r.where, r.shape, r.inputs) for r in fallback_mlp] == [(r.where, r.shape, r.inputs) for r in exact_mlp]
     assert [r.step for r in fallback_mlp if r.kind == "op"] == ["torch.nn.functional.linear",
@@ -425,7 +425,7 @@ def test_without_the_private_dispatch_api_the_public_fallback_traces_the_same_sh
 def test_without_readable_op_schemas_nothing_is_remembered_and_the_rows_are_the_same(monkeypatch):
     module = small_torch_transformer(2)
     exact = wt.trace_module(module, (3, 5, 32), (3, 2, 32))
-    monkeypatch.setattr(trace, "_returns_fresh", lambda op: False)
+    monkeypatch.setattr(op_tap, "_returns_fresh", lambda op: False)
     assert wt.trace_module(module, (3, 5, 32), (3, 2, 32)) == exact
 
 
@@ -465,20 +465,20 @@ def test_assert_shape_passes_silently_or_raises_an_assertion_error():
 
 def test_shape_table_selects_steps_by_id_and_refuses_a_selection_that_finds_nothing():
     rows = wt.trace_shapes(wt.ModelConfig(d_model=64, num_heads=4, d_ff=96, num_layers=2), 3, 5, 2)
-    picked = trace.shape_table(rows, within=("decoder.layers.0.self_attn", "decoder.layers.0.cross_attn"),
+    picked = tables.shape_table(rows, within=("decoder.layers.0.self_attn", "decoder.layers.0.cross_attn"),
                                steps=("q_transpose", "scores"), summarise_layers=False, highlight="scores").rows
     assert [(r.where, r.shape) for r in picked] == [
         ("decoder.layers.0.self_attn", (3, 4, 2, 16)), ("decoder.layers.0.self_attn", (3, 4, 2, 2)),
         ("decoder.layers.0.cross_attn", (3, 4, 2, 16)), ("decoder.layers.0.cross_attn", (3, 4, 2, 5))]
     with pytest.raises(ValueError, match=r"steps: 'k_grouped' \('K shared by a group'\) not traced within "
                                          r"'encoder.layers.0.self_attn'; the named steps there are \['Q = X·W_q'"):
-        trace.shape_table(rows, within="encoder.layers.0.self_attn", steps=("q", "k_grouped"))
+        tables.shape_table(rows, within="encoder.layers.0.self_attn", steps=("q", "k_grouped"))
     with pytest.raises(KeyError, match="no step 'Q transpose '"):
-        trace.shape_table(rows, steps=("Q transpose ",))
+        tables.shape_table(rows, steps=("Q transpose ",))
     with pytest.raises(ValueError, match=r"highlight \['k_cached'\] marks no row"):
-        trace.shape_table(rows, highlight=("scores", "k_cached"))
-    everything = trace.shape_table(rows, summarise_layers=False).rows
-    assert everything == list(rows) and len(trace.shape_table(rows).rows) < len(rows)
+        tables.shape_table(rows, highlight=("scores", "k_cached"))
+    everything = tables.shape_table(rows, summarise_layers=False).rows
+    assert everything == list(rows) and len(tables.shape_table(rows).rows) < len(rows)
 
 
 def test_by_step_finds_a_traced_step_by_module_and_name():

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import walkthrough as wt
-from walkthrough import trace
+from walkthrough import op_tap, trace
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()  # small configs with GPT-2's default token ids make it warn
@@ -92,7 +92,7 @@ def module_shapes_of_a_real_run(model, kwargs):
     calls = []
 
     def note(part, _args, output):
-        tensors = trace._tensors(output)
+        tensors = op_tap.tensors_in(output)
         calls.append((paths[part], tuple(tensors[0].shape) if tensors else ()))
 
     handles = [part.register_forward_hook(note) for part in paths]
@@ -211,7 +211,7 @@ def test_a_value_read_names_the_op_the_module_and_the_mask_to_leave_out():
 
 
 def test_without_fake_tensors_a_transformers_mask_stops_with_the_op_the_module_and_what_to_leave_out(monkeypatch):
-    monkeypatch.setattr(trace, "_fake_mode", lambda: None)  # a torch without the FakeTensor API: meta only
+    monkeypatch.setattr(trace, "new_fake_mode", lambda: None)  # a torch without the FakeTensor API: meta only
     model = gpt2()
     with pytest.raises(wt.TraceError) as caught:
         wt.trace_module(model, input_ids=ids(L_SRC), attention_mask=padded_mask(L_SRC))

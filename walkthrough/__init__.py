@@ -92,20 +92,8 @@ from .quiz import ask_shape, check_shape_answer
 from .recording import Row
 from .rope import apply_rope
 from .steps import STEPS
-from .trace import (
-    SOURCE_SIZES,
-    OpRow,
-    ShapeTable,
-    TraceError,
-    assert_shape,
-    by_step,
-    print_shape,
-    shape_map,
-    shape_table,
-    summarise,
-    trace_module,
-    trace_shapes,
-)
+from .tables import ShapeTable, assert_shape, by_step, print_shape, shape_map, shape_table, summarise
+from .trace import SOURCE_SIZES, OpRow, TraceError, trace_module, trace_shapes
 from .training import make_batch, smoothing_floor, teacher_forcing, warmup_lr
 from .translator import TranslatorSettings, load_translator
 

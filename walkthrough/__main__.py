@@ -16,7 +16,8 @@ import torch
 from .config import ModelConfig
 from .i18n import N_, _
 from .numeral_task import MAX_BATCH_SIZE, MAX_HELD_OUT, TrainSettings
-from .trace import SOURCE_SIZES, format_table, summarise, trace_shapes
+from .tables import format_table, summarise
+from .trace import SOURCE_SIZES, trace_shapes
 
 MAX_TRACE_LAYERS = 96  # a trace builds every layer (on the meta device, but each is Python objects): 96 take seconds
 

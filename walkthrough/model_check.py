@@ -52,7 +52,7 @@ from .layers import AddNorm, EncoderLayer, FeedForward
 from .masks import causal_mask, padding_mask
 from .numeral_task import held_out_pairs, load_checkpoint
 from .student import plain
-from .trace import print_shape
+from .tables import print_shape
 from .training import make_batch
 
 NOT_YET = N_("write it, then run this cell again.")

@@ -48,7 +48,8 @@ from .model import Transformer
 from .numeral_task import cross_attention_map
 from .rope import rope_frequencies
 from .steps import STEPS
-from .trace import SOURCE_SIZES, shape_map, shape_table, trace_module, trace_shapes
+from .tables import shape_map, shape_table
+from .trace import SOURCE_SIZES, trace_module, trace_shapes
 
 BASE = ModelConfig.paper_base()  # the paper's base model, vocabularies of 30000 as in the source articles
 SIZES = SOURCE_SIZES  # batch, src_len, tgt_len: the source articles' sizes, the traces' defaults
