@@ -12,8 +12,9 @@ The flat names, by what they are for (tests/test_api.py keeps this list and ``__
 
 - **Models**: ``ModelConfig``, ``Transformer``, ``GPTConfig``, ``GPT``, ``Embedding``, ``sinusoidal_table``,
   ``apply_rope``, ``MultiHeadAttention``, ``scaled_dot_product_attention``, ``keep_attention_weights``,
-  ``FeedForward``, ``AddNorm``, ``EncoderLayer``, ``DecoderLayer``, ``OutputHead``, ``KVCache``,
-  ``DecodingCache``, ``position_ids``, ``causal_mask``, ``padding_mask``, ``decoder_self_mask``, ``to_blocked``,
+  ``FeedForward``, ``AddNorm``, ``EncoderLayer``, ``DecoderLayer``, ``Encoder``, ``Decoder``, ``OutputHead``,
+  ``KVCache``, ``DecodingCache``, ``position_ids``, ``causal_mask``, ``padding_mask``, ``decoder_self_mask``,
+  ``to_blocked``,
   ``sequence_loss``, ``flash_attention``, ``flash_attention_backward``, ``flash_tiles``, ``online_softmax_step``
 - **Real models in**: ``from_transformers``, ``copy_torch_attention``, ``load_torch_transformer``
 - **Decoding** (one set of verbs for both models): ``greedy_decode``, ``greedy_steps``, ``sample_decode``,
@@ -39,7 +40,7 @@ import importlib
 from . import backward, bpe, cost, distributed, gradients, memory, translator
 from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_product_attention
 from .bpe import BPETokenizer
-from .cache import DecodingCache, KVCache, position_ids
+from .cache import DecodingCache, KVCache
 from .checkpoints import shipped_file
 from .config import GPTConfig, ModelConfig
 from .corpus import EVERYDAY_PHRASES, cedict_pairs, cedict_rule_counts
@@ -71,11 +72,11 @@ from .gpt import GPT
 from .hf import from_transformers
 from .i18n import get_language, set_language
 from .language_model import SEPARATOR, GPTSettings, GPTTrainer, load_gpt_checkpoint, make_lm_batch, save_gpt_checkpoint
-from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward, OutputHead
+from .layers import AddNorm, Decoder, DecoderLayer, EncoderLayer, FeedForward, OutputHead
 from .loss import sequence_loss
 from .masks import causal_mask, decoder_self_mask, padding_mask, to_blocked
 from .memory import training_memory
-from .model import Transformer
+from .model import Encoder, Transformer
 from .model_check import block_gaps, check_model, side_by_side
 from .numeral_task import (
     Trainer,
@@ -90,7 +91,7 @@ from .numeral_task import (
 from .pytorch import copy_torch_attention, load_torch_transformer
 from .quiz import ask_shape, check_shape_answer
 from .recording import Row
-from .rope import apply_rope
+from .rope import apply_rope, position_ids
 from .steps import STEPS
 from .tables import ShapeTable, assert_shape, by_step, print_shape, shape_map, shape_table, summarise
 from .trace import SOURCE_SIZES, OpRow, TraceError, trace_module, trace_shapes
@@ -107,9 +108,11 @@ __all__ = [
     "AddNorm",
     "BPETokenizer",
     "Beams",
+    "Decoder",
     "DecoderLayer",
     "DecodingCache",
     "Embedding",
+    "Encoder",
     "EncoderLayer",
     "FeedForward",
     "GPTConfig",

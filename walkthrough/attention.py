@@ -21,7 +21,7 @@ from .i18n import _
 from .masks import check_mask
 from .recording import record
 from .rope import check_position_ids, rotate
-from .steps import ONE_KV_HEAD_PER_HEAD
+from .steps import DIMS_WITHOUT_GQA
 
 
 def scaled_dot_product_attention(
@@ -74,7 +74,7 @@ def check_attention_inputs(attention: MultiHeadAttention, query, key, value, mas
                             "model.new_cache(...)").format(type=type(cache).__name__))
         cache.check(query.size(0), attention.num_kv_heads, attention.d_k)
     if mask is not None:
-        keys = key.size(1) if cache is None else len(cache) if cache.holds_memory else key.size(1) + cache.offset
+        keys = key.size(1) if cache is None else len(cache) if cache.has_memory_kv else key.size(1) + cache.offset
         check_mask(mask, torch.Size((query.size(0), attention.num_heads, query.size(1), keys)))
     if positions is not None:
         if not attention.rope:
@@ -132,7 +132,7 @@ class MultiHeadAttention(nn.Module):
     @property
     def dim_names(self) -> dict[str, str]:
         """How a trace of this layer alone names its dims: H_kv is H without grouped-query attention."""
-        return ONE_KV_HEAD_PER_HEAD if self.num_kv_heads == self.num_heads else {}
+        return DIMS_WITHOUT_GQA if self.num_kv_heads == self.num_heads else {}
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 mask: torch.Tensor | None = None, cache: KVCache | None = None,
@@ -157,7 +157,7 @@ class MultiHeadAttention(nn.Module):
         q = record("q_transpose", q.transpose(1, 2))  # [B, H, L_q, d_k]: heads beside the batch
         if self.rope:
             q = record("q_rotated", rotate(q, start, positions, self.rope_base))  # [B, H, L_q, d_k]
-        if cache is not None and cache.holds_memory:  # cross-attention after its first step: the memory's K, V
+        if cache is not None and cache.has_memory_kv:  # cross-attention after its first step: the memory's K, V
             k, v = cache.k, cache.v  # [B, H_kv, L_src, d_k]
         else:
             k = record("k", self.w_k(key))  # [B, L_k, H_kv·d_k]

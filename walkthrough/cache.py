@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .checks import check_positive_int
 from .embedding import check_ids
 from .i18n import _
 from .masks import decoder_self_mask
@@ -35,7 +34,7 @@ class KVCache:
         return 0 if self.k is None else self.k.size(2)
 
     @property
-    def holds_memory(self) -> bool:
+    def has_memory_kv(self) -> bool:
         """A fixed cache after its first step: K and V come from here, key/value are not projected again."""
         return not self.grows and self.k is not None
 
@@ -177,34 +176,10 @@ def check_step(model: nn.Module, ids: torch.Tensor, name: str, vocab_size: int, 
                          "belong to the old source; start a new cache with model.new_cache(src)"))
 
 
-def decoding_step(cache: DecodingCache | None):
-    """``cache.step()``, or nothing to undo without a cache."""
+def undone_on_error(cache: DecodingCache | None):
+    """A decoding step whose changes to ``cache`` are undone if anything inside fails (``cache.step()``); without
+    a cache, nothing to undo."""
     return nullcontext() if cache is None else cache.step()
-
-
-def position_ids(ids: torch.Tensor, pad_id: int | None, new_positions: int | None = None) -> torch.Tensor:
-    """ids [B, t] (every id so far) -> each one's position [B, t], or the last n's [B, n] (``new_positions=n``).
-
-    Each row counts from its first real token, so left padding takes no position: a left-padded prompt
-    gets the positions it has alone. The PAD before it get 0 (they are never attended to). ``pad_id=None``:
-    no padding, positions 0, 1, ...
-    """
-    if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
-        raise TypeError(_("ids must be a tensor of integer token ids [B, t], got {got}").format(got=got))
-    if ids.dim() != 2:
-        raise ValueError(_("ids must be [B, t] (every id so far, one row per sequence), got shape {shape}; for "
-                           "one sequence use ids.unsqueeze(0)").format(shape=list(ids.shape)))
-    if new_positions is not None:
-        check_positive_int("new_positions", new_positions)
-        if new_positions > ids.size(1):
-            raise ValueError(_("new_positions={new_positions} is more than the {t} ids given: the new ids are "
-                               "the last ones of ids [B, t], so new_positions is at most t").format(
-                                   new_positions=new_positions, t=ids.size(1)))
-    first = torch.zeros(ids.size(0), dtype=torch.long, device=ids.device) if pad_id is None else \
-        (ids != pad_id).long().argmax(dim=1)  # [B]: index of the first real token (argmax: the first max)
-    positions = (torch.arange(ids.size(1), device=ids.device) - first[:, None]).clamp(min=0)  # [B, t]
-    return positions if new_positions is None else positions[:, ids.size(1) - new_positions:]
 
 
 def self_attention_mask(model: nn.Module, new_ids: torch.Tensor, cache: DecodingCache | None,

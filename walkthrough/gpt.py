@@ -10,13 +10,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .cache import DecodingCache, check_step, decoding_step, position_ids, self_attention_mask
+from .cache import DecodingCache, check_step, self_attention_mask, undone_on_error
 from .checks import check_positive_int
 from .config import GPTConfig
 from .embedding import Embedding
 from .i18n import _
 from .layers import Decoder, DecoderLayer, OutputHead, final_norm
-from .steps import ONE_KV_HEAD_PER_HEAD
+from .rope import position_ids
+from .steps import DIMS_WITHOUT_GQA
 
 
 class GPT(nn.Module):
@@ -40,7 +41,7 @@ class GPT(nn.Module):
     @property
     def dim_names(self) -> dict[str, str]:
         """How a trace names this model's dims: one sequence of length L; H_kv is H without grouped-query attention."""
-        return {"L_tgt": "L", **(ONE_KV_HEAD_PER_HEAD if self.cfg.kv_heads == self.cfg.num_heads else {})}
+        return {"L_tgt": "L", **(DIMS_WITHOUT_GQA if self.cfg.kv_heads == self.cfg.num_heads else {})}
 
     def new_cache(self, batch: int) -> DecodingCache:
         """An empty cache for generating ``batch`` sequences one token at a time."""
@@ -56,7 +57,7 @@ class GPT(nn.Module):
         (``position_ids``), so a left-padded prompt gives the logits it gives alone.
         """
         check_step(self, ids, "ids", self.cfg.vocab_size, cache)  # the one check: the layers skip theirs
-        with decoding_step(cache):
+        with undone_on_error(cache):
             x = self.embed(ids, 0 if cache is None else len(cache), checked=True)  # [B, L, D]
             mask = self_attention_mask(self, ids, cache)  # [B, 1, L, L], or [B, 1, n, t] cached
             seen = ids if cache is None else cache.ids  # [B, t]: every id so far

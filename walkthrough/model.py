@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .cache import DecodingCache, check_step, decoding_step, self_attention_mask
+from .cache import DecodingCache, check_step, self_attention_mask, undone_on_error
 from .checks import check_same_batch
 from .config import ModelConfig
 from .embedding import Embedding, check_ids
@@ -13,7 +13,7 @@ from .i18n import _
 from .layers import Decoder, DecoderLayer, EncoderLayer, OutputHead, final_norm, norm_step
 from .masks import padding_mask
 from .recording import record
-from .steps import ONE_KV_HEAD_PER_HEAD
+from .steps import DIMS_WITHOUT_GQA
 
 
 class Encoder(nn.Module):
@@ -59,7 +59,7 @@ class Transformer(nn.Module):
     for this process is refused by ``wt.memory_guard.check_fits_in_memory(cfg)`` before building, not here.
     """
 
-    dim_names = ONE_KV_HEAD_PER_HEAD  # how a trace names its dims: its K/V heads are its H heads
+    dim_names = DIMS_WITHOUT_GQA  # how a trace names its dims: its K/V heads are its H heads
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -114,7 +114,7 @@ class Transformer(nn.Module):
 
     def _decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
                 cache: DecodingCache | None) -> torch.Tensor:
-        with decoding_step(cache):
+        with undone_on_error(cache):
             y = self.tgt_embed(tgt, 0 if cache is None else len(cache), checked=True)  # [B, L_tgt, D]
             tgt_mask = self_attention_mask(self, tgt, cache, src)  # [B, 1, L_tgt, L_tgt], or [B, 1, n, t] cached
             src_mask = padding_mask(src, self.cfg.pad_id)  # [B, 1, 1, L_src]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_rope_pairs
+from .checks import check_positive_int, check_rope_pairs
 from .i18n import _
 
 
@@ -88,3 +88,28 @@ def rotate(x: torch.Tensor, offset: int, positions: torch.Tensor | None, base: f
     even, odd = x[..., 0::2], x[..., 1::2]  # [B, H, L, d_k/2] each: the two coordinates of every pair
     rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # [B, H, L, d_k/2, 2]
     return rotated.flatten(-2)  # [B, H, L, d_k], pairs back in place
+
+
+def position_ids(ids: torch.Tensor, pad_id: int | None, new_positions: int | None = None) -> torch.Tensor:
+    """ids [B, t] (every id so far) -> each one's position [B, t], or the last n's [B, n] (``new_positions=n``).
+
+    Each row counts from its first real token, so left padding takes no position: a left-padded prompt
+    gets the positions it has alone. The PAD before it get 0 (they are never attended to). ``pad_id=None``:
+    no padding, positions 0, 1, ...
+    """
+    if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise TypeError(_("ids must be a tensor of integer token ids [B, t], got {got}").format(got=got))
+    if ids.dim() != 2:
+        raise ValueError(_("ids must be [B, t] (every id so far, one row per sequence), got shape {shape}; for "
+                           "one sequence use ids.unsqueeze(0)").format(shape=list(ids.shape)))
+    if new_positions is not None:
+        check_positive_int("new_positions", new_positions)
+        if new_positions > ids.size(1):
+            raise ValueError(_("new_positions={new_positions} is more than the {t} ids given: the new ids are "
+                               "the last ones of ids [B, t], so new_positions is at most t").format(
+                                   new_positions=new_positions, t=ids.size(1)))
+    first = torch.zeros(ids.size(0), dtype=torch.long, device=ids.device) if pad_id is None else \
+        (ids != pad_id).long().argmax(dim=1)  # [B]: index of the first real token (argmax: the first max)
+    positions = (torch.arange(ids.size(1), device=ids.device) - first[:, None]).clamp(min=0)  # [B, t]
+    return positions if new_positions is None else positions[:, ids.size(1) - new_positions:]

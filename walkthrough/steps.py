@@ -96,7 +96,7 @@ _TABLE = (
     Step("labels_flat", N_("labels flattened"), "B·L_tgt", N_("one class id per row; PAD rows ignored")),
 )
 # The names of a model with one K/V head per query head (no grouped-query attention): H_kv is H.
-ONE_KV_HEAD_PER_HEAD = {"H_kv": "H", "H_kv·d_k": "D"}
+DIMS_WITHOUT_GQA = {"H_kv": "H", "H_kv·d_k": "D"}
 
 class _StepTable(dict):
     """Steps by id; an unknown id is a KeyError that lists the ids."""
