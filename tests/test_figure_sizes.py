@@ -151,6 +151,12 @@ def test_a_figure_drawn_again_in_place_looks_as_one_drawn_from_nothing():
     reused = viz.online_softmax_figure(row[:20], 16, layout=None, size=(5.2, 3.3), into=reused)
     fresh = viz.online_softmax_figure(row[:20], 16, layout=None, size=(5.2, 3.3))
     assert np.array_equal(png_pixels(reused), png_pixels(fresh))
+    lengths = list(range(8, 513, 8))
+    curve = [1e6 * n * n for n in lengths]
+    reused = viz.memory_figure(lengths, curve, 5e8, 64, 32, layout=None)
+    reused = viz.memory_figure(lengths, [10 * c for c in curve], 2e9, 256, 64, layout=None, into=reused)
+    fresh = viz.memory_figure(lengths, [10 * c for c in curve], 2e9, 256, 64, layout=None)
+    assert np.array_equal(png_pixels(reused), png_pixels(fresh))
 
 
 def png_pixels(figure) -> np.ndarray:

@@ -26,6 +26,7 @@ from .config import ModelConfig, parameter_count
 from .hooks import running_modules
 from .i18n import N_, _, ljust, width
 from .loss import sequence_loss, validate_smoothing
+from .meta import meta_model
 from .model import Transformer
 
 FLOAT = 4  # bytes of a float32
@@ -62,11 +63,12 @@ class TrainingMemory:
         return "\n".join(lines)
 
 
+@functools.lru_cache(maxsize=64)
 def parameter_tensors(cfg: ModelConfig) -> int:
-    """How many parameter tensors (Adam keeps one step counter for each): counted on the model itself, built on
-    the meta device (nothing allocated), so every option is followed."""
-    with torch.device("meta"):
-        return sum(1 for _ in Transformer(cfg).parameters())
+    """How many parameter tensors (Adam keeps one step counter for each): counted on the model itself, on the
+    meta device (nothing allocated, counted once per config: an explorer asks for 60 lengths a move), so every
+    option is followed."""
+    return sum(1 for _ in meta_model(cfg).parameters())
 
 
 def _attention_terms(batch: int, heads: int, l_q: int, l_k: int, d_model: int, dropout: bool, written_out: bool,

@@ -937,23 +937,32 @@ def loss_runs_figure(runs: dict[str, dict[str, Sequence[float]]], smooth: int = 
 
 @_cjk
 def memory_figure(lengths: Sequence[int], activations: Sequence[float], weights_and_adam: float, marked: int,
-                  batch: int, layout: str | None = "constrained") -> Figure:
+                  batch: int, layout: str | None = "constrained", into: Figure | None = None) -> Figure:
     """Saved activations (MB) over the sentence length L (source and target both L), against the flat line of
-    the parameters plus Adam's state; ``marked`` is the L chosen, drawn as a dot."""
+    the parameters plus Adam's state; ``marked`` is the L chosen, drawn as a dot.
+
+    ``into``: a figure this function drew before, drawn again in place (an explorer's move)."""
     megabytes = np.asarray(activations, dtype=float) / 1e6
-    fig = Figure(figsize=(6.0, 3.2), layout=layout)
-    ax = fig.add_subplot()
-    ax.plot(list(lengths), megabytes, label=_("saved activations, B = {batch}").format(batch=batch))
+    fig = _reused(into, "memory", layout)
+    if fig is None:
+        fig = _mark(Figure(figsize=(6.0, 3.2), layout=layout), "memory", layout)
+        ax = fig.add_subplot()
+        ax.set_xlabel(_("L (source and target length)"), fontsize=PROJECTOR_TEXT)
+        ax.set_ylabel("MB", fontsize=PROJECTOR_TEXT)
+        ax.set_yscale("log")
+        ax.tick_params(labelsize=PROJECTOR_TEXT)
+        if layout is None:  # fixed margins (an explorer redraws it): room for the labels
+            fig.subplots_adjust(left=0.15, right=0.97, bottom=0.22, top=0.96)
+    ax = fig.axes[0]
+    for line in list(ax.lines):  # the lines of a move before: the axes and ticks are kept
+        line.remove()
+    ax.plot(list(lengths), megabytes, color="C0", label=_("saved activations, B = {batch}").format(batch=batch))
     ax.axhline(weights_and_adam / 1e6, color="C3", linestyle="--", label=_("parameters + Adam state"))
     index = list(lengths).index(marked)
     ax.plot([marked], [megabytes[index]], "o", color="C0", markersize=9)
-    ax.set_xlabel(_("L (source and target length)"), fontsize=PROJECTOR_TEXT)
-    ax.set_ylabel("MB", fontsize=PROJECTOR_TEXT)
-    ax.set_yscale("log")
-    ax.tick_params(labelsize=PROJECTOR_TEXT)
+    ax.relim()
+    ax.autoscale_view()
     ax.legend(fontsize=PROJECTOR_TEXT, loc="lower right")
-    if layout is None:  # fixed margins (an explorer redraws it): room for the labels
-        fig.subplots_adjust(left=0.15, right=0.97, bottom=0.22, top=0.96)
     return fig
 
 

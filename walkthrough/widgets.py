@@ -573,8 +573,10 @@ def memory_explorer() -> Explorer:
                           "activations pass parameters + Adam at L = {crossing}").format(
             activations=table.activations / 1e6, weights=weights / 1e6, weights_and_adam=weights_and_adam / 1e6,
             gradients=table.gradients / 1e6, crossing=crossing_text))
-        figure = viz.memory_figure(lengths, [t.activations for t in tables], weights_and_adam, L, batch, layout=None)
-        return figure, summary
+        drawn["figure"] = viz.memory_figure(lengths, [t.activations for t in tables], weights_and_adam, L, batch,
+                                            layout=None, into=drawn.get("figure"))
+        return drawn["figure"], summary
+    drawn = {}  # the figure of the last move, drawn again in place: its axes and ticks are not made again
     return explorer([slider("batch", SIZES["batch"], 1, 256), slider("L", SIZES["src_len"], 2, 512, 2),
                      slider("d_model", BASE.d_model, 64, 1024, 64), slider("layers", BASE.num_layers, 1, 12)], render,
                     _("Before you move batch from 32 to 64: does the L at which the activations pass the weights "
