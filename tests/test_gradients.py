@@ -41,6 +41,27 @@ def test_a_weights_gradient_has_the_weights_shape_whatever_the_batch():
     assert [name for name, _, _ in small] == names
 
 
+def test_a_gpt_traces_its_gradients_as_trace_shapes_traces_it():
+    """trace_gradients takes what trace_shapes takes: a GPTConfig with length=, the source sizes by default."""
+    cfg = wt.GPTConfig(vocab_size=30, d_model=12, num_heads=3, num_kv_heads=1, d_ff=20, num_layers=2, max_len=16,
+                       dropout=0.0)
+    for sizes in ({}, {"batch": 3, "length": 9}):
+        rows = trace_gradients(cfg, **sizes)
+        traced = wt.trace_shapes(cfg, **sizes)
+        assert [r.forward for r in rows] == [wt.Row(t.where, t.step, t.shape, t.dims, t.meaning) for t in traced]
+    assert [r.forward for r in trace_gradients(SMALL)] == [r.forward for r in trace_gradients(SMALL, 32, 10, 4)]
+    torch.manual_seed(0)
+    model = wt.GPT(cfg)
+    ids = torch.randint(1, 30, (3, 9))
+    wt.sequence_loss(model(ids), ids, cfg.pad_id).backward()
+    real = {name: tuple(p.grad.shape) for name, p in model.named_parameters()}
+    assert real == {name: grad for name, _, grad in parameter_gradients(cfg, 3, length=9)}
+    k = next(r for r in trace_gradients(cfg, 3, length=9) if r.forward.step == wt.STEPS["k_transpose"].label)
+    assert k.grad_shape == (3, 1, 9, 4)  # one K/V head: [B, H_kv, L, d_k]
+    with pytest.raises(ValueError, match="give its length as length="):
+        trace_gradients(cfg, 3, 9)
+
+
 def test_meta_gradient_shapes_equal_a_real_backward_pass():
     torch.manual_seed(0)
     model = wt.Transformer(SMALL).eval()

@@ -76,6 +76,7 @@ from .layers import AddNorm, Decoder, DecoderLayer, EncoderLayer, FeedForward, O
 from .loss import sequence_loss
 from .masks import causal_mask, decoder_self_mask, padding_mask, to_blocked
 from .memory import training_memory
+from .meta import SOURCE_SIZES
 from .model import Encoder, Transformer
 from .model_check import block_gaps, check_model, side_by_side
 from .numeral_task import (
@@ -94,7 +95,7 @@ from .recording import Row
 from .rope import apply_rope, position_ids
 from .steps import STEPS
 from .tables import ShapeTable, assert_shape, by_step, print_shape, shape_map, shape_table, summarise
-from .trace import SOURCE_SIZES, OpRow, TraceError, trace_module, trace_shapes
+from .trace import OpRow, TraceError, trace_module, trace_shapes
 from .training import make_batch, smoothing_floor, teacher_forcing, warmup_lr
 from .translator import TranslatorSettings, load_translator
 

@@ -15,9 +15,10 @@ import torch
 
 from .config import ModelConfig
 from .i18n import N_, _
+from .meta import SOURCE_SIZES
 from .numeral_task import MAX_BATCH_SIZE, MAX_HELD_OUT, TrainSettings
 from .tables import format_table, summarise
-from .trace import SOURCE_SIZES, trace_shapes
+from .trace import trace_shapes
 
 MAX_TRACE_LAYERS = 96  # a trace builds every layer (on the meta device, but each is Python objects): 96 take seconds
 

@@ -23,7 +23,7 @@ from .gpt import GPT
 from .hooks import running_modules
 from .i18n import N_, _, ljust, width
 from .loss import sequence_loss
-from .meta import meta_model
+from .meta import checked_sizes, meta_model
 from .recording import Recorder, Row, listening
 
 
@@ -65,15 +65,18 @@ def _differentiable(tensor: torch.Tensor | None) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def _backward_pass(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int
+def _backward_pass(cfg: ModelConfig | GPTConfig, batch: int, src_len: int | None, decoded: int
                    ) -> tuple[tuple[GradientRow, ...], tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]]:
     model = meta_model(cfg)
-    src = torch.zeros(batch, src_len, dtype=torch.long, device="meta")
-    tgt = torch.zeros(batch, tgt_len, dtype=torch.long, device="meta")
+    ids = torch.zeros(batch, decoded, dtype=torch.long, device="meta")  # the target, or the GPT's one sequence
     recorder = Recorder(getattr(model, "dim_names", None))  # the model names its own dims (H_kv is H here)
     tap = _RecordedTensors(recorder)
     with running_modules(model, scopes=recorder.scopes), listening(recorder), keep_attention_weights(model), tap:
-        loss = sequence_loss(model(src, tgt), tgt, cfg.pad_id)  # attention written out: every step recorded
+        if isinstance(cfg, GPTConfig):  # attention written out: every step recorded
+            logits = model(ids)
+        else:
+            logits = model(torch.zeros(batch, src_len, dtype=torch.long, device="meta"), ids)
+        loss = sequence_loss(logits, ids, cfg.pad_id)
         tap.catch_up()
     steps = [t for t in tap.tensors if _differentiable(t)]
     names, weights = zip(*model.named_parameters())
@@ -85,31 +88,20 @@ def _backward_pass(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int
     return rows, params
 
 
-def _check(cfg, batch, src_len, tgt_len) -> None:
-    if not isinstance(cfg, ModelConfig):
-        raise TypeError(_("cfg must be a walkthrough.ModelConfig, got {type}").format(type=type(cfg).__name__))
-    check_positive_int("batch", batch)
-    for name, length in (("src_len", src_len), ("tgt_len", tgt_len)):
-        check_positive_int(name, length)
-        if length > cfg.max_len:
-            raise ValueError(_("{name}={length} is longer than max_len={max_len}; raise max_len or shorten {name}")
-                .format(name=name, length=length, max_len=cfg.max_len))
+def trace_gradients(cfg: ModelConfig | GPTConfig, batch: int | None = None, src_len: int | None = None,
+                    tgt_len: int | None = None, *, length: int | None = None) -> tuple[GradientRow, ...]:
+    """Every named step of one training step of the model of ``cfg`` (``Transformer`` or ``GPT``), in forward
+    order, each with the shape of the loss's gradient with respect to it. Reverse the order to follow the
+    backward pass. Sizes as ``trace_shapes`` takes them, the source articles' where left out."""
+    return _backward_pass(cfg, *checked_sizes(cfg, batch, src_len, tgt_len, length))[0]
 
 
-def trace_gradients(cfg: ModelConfig, batch: int = 32, src_len: int = 10, tgt_len: int = 4
-                    ) -> tuple[GradientRow, ...]:
-    """Every named step of one training step of ``Transformer(cfg)``, in forward order, each with the shape
-    of the loss's gradient with respect to it. Reverse the order to follow the backward pass."""
-    _check(cfg, batch, src_len, tgt_len)
-    return _backward_pass(cfg, batch, src_len, tgt_len)[0]
-
-
-def parameter_gradients(cfg: ModelConfig, batch: int = 32, src_len: int = 10, tgt_len: int = 4
+def parameter_gradients(cfg: ModelConfig | GPTConfig, batch: int | None = None, src_len: int | None = None,
+                        tgt_len: int | None = None, *, length: int | None = None
                         ) -> tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]:
-    """(parameter name, its shape, its gradient's shape) for every weight of ``Transformer(cfg)``, after a
-    real backward pass on [batch, src_len] -> [batch, tgt_len]: the same shape whatever the batch."""
-    _check(cfg, batch, src_len, tgt_len)
-    return _backward_pass(cfg, batch, src_len, tgt_len)[1]
+    """(parameter name, its shape, its gradient's shape) for every weight of the model of ``cfg``, after a real
+    backward pass (sizes as ``trace_gradients``): the same shape whatever the batch."""
+    return _backward_pass(cfg, *checked_sizes(cfg, batch, src_len, tgt_len, length))[1]
 
 
 class GradientTable:

@@ -26,7 +26,6 @@ import inspect
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from types import MappingProxyType
 
 import torch
 from torch import nn
@@ -37,7 +36,7 @@ from .config import GPTConfig, ModelConfig
 from .hooks import running_modules
 from .i18n import _
 from .loss import sequence_loss
-from .meta import meta_model
+from .meta import checked_sizes, meta_model
 from .op_tap import (
     NO_KERNEL,
     VALUE_READS,
@@ -262,7 +261,6 @@ def trace_callable(fn: Callable[[], object], root: nn.Module | None = None, *, o
 # ---------------------------------------------------------------------------------------------------
 # Our models' named steps: one entry point for both models, whole sequences or one cached decoding step.
 
-SOURCE_SIZES = MappingProxyType({"batch": 32, "src_len": 10, "tgt_len": 4})  # the source articles' B, L_src, L_tgt
 
 
 def trace_shapes(cfg: ModelConfig | GPTConfig, batch: int | None = None, src_len: int | None = None,
@@ -282,38 +280,12 @@ def trace_shapes(cfg: ModelConfig | GPTConfig, batch: int | None = None, src_len
     Sizes left out are the source articles' (``SOURCE_SIZES``: B = 32, L_src = 10, L_tgt = 4); a GPT reads
     their source and target as one sequence of L_src + L_tgt = 14 tokens.
     """
-    if not isinstance(cfg, (ModelConfig, GPTConfig)):
-        raise TypeError(_("cfg must be a walkthrough.ModelConfig (encoder–decoder) or GPTConfig (decoder-only), "
-                          "got {type}").format(type=type(cfg).__name__))
+    batch, src_len, decoded = checked_sizes(cfg, batch, src_len, tgt_len, length, decoded_by_step=step is not None)
     is_gpt = isinstance(cfg, GPTConfig)
-    if is_gpt and (src_len is not None or tgt_len is not None):
-        raise ValueError(_("a GPTConfig traces one sequence: give its length as length=... (src_len and tgt_len "
-                           "are the encoder–decoder's, for a ModelConfig)"))
-    if not is_gpt and length is not None:
-        raise ValueError(_("length= is the decoder-only model's one sequence (a GPTConfig); a ModelConfig takes "
-                           "src_len and tgt_len"))
-    batch = SOURCE_SIZES["batch"] if batch is None else batch
-    check_positive_int("batch", batch)
-    if not is_gpt:
-        src_len = SOURCE_SIZES["src_len"] if src_len is None else src_len
-        _check_length("src_len", src_len, cfg.max_len)
     if step is not None:
-        _check_step(step, tgt_len if not is_gpt else length, "length" if is_gpt else "tgt_len", cfg.max_len)
+        _check_step(step, decoded, "length" if is_gpt else "tgt_len", cfg.max_len)
         return _trace_gpt_step(cfg, batch, step) if is_gpt else _trace_pair_step(cfg, batch, src_len, step)
-    if is_gpt:
-        length = SOURCE_SIZES["src_len"] + SOURCE_SIZES["tgt_len"] if length is None else length
-        _check_length("length", length, cfg.max_len)
-        return _trace_gpt(cfg, batch, length)
-    tgt_len = SOURCE_SIZES["tgt_len"] if tgt_len is None else tgt_len
-    _check_length("tgt_len", tgt_len, cfg.max_len)
-    return _trace_pair(cfg, batch, src_len, tgt_len)
-
-
-def _check_length(name: str, value, max_len: int) -> None:
-    check_positive_int(name, value)
-    if value > max_len:
-        raise ValueError(_("{name}={value} is longer than max_len={max_len}; raise max_len or shorten {name}").format(
-            name=name, value=value, max_len=max_len))
+    return _trace_gpt(cfg, batch, decoded) if is_gpt else _trace_pair(cfg, batch, src_len, decoded)
 
 
 def _check_step(step, decoded_len, decoded_name: str, max_len: int) -> None:

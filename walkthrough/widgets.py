@@ -44,12 +44,13 @@ from .i18n import _, ljust, pgettext
 from .language_model import prompt_ids
 from .masks import causal_mask, padding_mask
 from .memory import crossover_length, training_memory
+from .meta import SOURCE_SIZES
 from .model import Transformer
 from .numeral_task import cross_attention_map
 from .rope import rope_frequencies
 from .steps import STEPS
 from .tables import shape_map, shape_table
-from .trace import SOURCE_SIZES, trace_module, trace_shapes
+from .trace import trace_module, trace_shapes
 
 BASE = ModelConfig.paper_base()  # the paper's base model, vocabularies of 30000 as in the source articles
 SIZES = SOURCE_SIZES  # batch, src_len, tgt_len: the source articles' sizes, the traces' defaults
