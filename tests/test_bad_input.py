@@ -110,10 +110,10 @@ def test_a_model_that_cannot_fit_is_refused_before_allocating():
     (dict(layer_norm_eps=1e-6), "layer_norm_eps=1e-5 and bias=True"),
     (dict(bias=False), "layer_norm_eps=1e-5 and bias=True"),
 ])
-def test_load_torch_transformer_refuses_a_reference_that_computes_differently(small_cfg, kwargs, message):
+def test_copy_torch_transformer_refuses_a_reference_that_computes_differently(small_cfg, kwargs, message):
     reference = torch.nn.Transformer(32, 4, 2, 2, 64, batch_first=True, **kwargs)
     with pytest.raises(ValueError, match=message):
-        wt.load_torch_transformer(wt.Transformer(small_cfg), reference)
+        wt.copy_torch_transformer(wt.Transformer(small_cfg), reference)
 
 
 def test_gqa_head_counts_are_checked():

@@ -56,7 +56,7 @@ def test_weights_load_from_nn_transformer_with_shared_embeddings():
                          max_len=16, dropout=0.0, share_embeddings=True)
     model = wt.Transformer(cfg).eval()
     reference = nn.Transformer(16, 2, 2, 2, 32, dropout=0.0, batch_first=True).eval()
-    wt.load_torch_transformer(model, reference)
+    wt.copy_torch_transformer(model, reference)
     src, tgt = torch.randint(1, 20, (2, 6)), torch.randint(1, 20, (2, 3))
     with torch.no_grad():
         ours = model.decode(tgt, model.encode(src), src)

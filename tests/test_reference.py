@@ -71,7 +71,7 @@ def test_model_equals_nn_transformer_at_real_tokens(d_model, heads, d_ff, layers
                          num_layers=layers, max_len=50, dropout=0.0)
     model = wt.Transformer(cfg).eval()
     ref = nn.Transformer(d_model, heads, layers, layers, d_ff, dropout=0.0, batch_first=True).eval()
-    wt.load_torch_transformer(model, ref)
+    wt.copy_torch_transformer(model, ref)
     src = ragged_ids([7, 5, 2, 6], 7, 30)
     tgt = ragged_ids([5, 1, 4, 3], 5, 25)
     with torch.no_grad():
@@ -87,12 +87,12 @@ def test_model_equals_nn_transformer_at_real_tokens(d_model, heads, d_ff, layers
         torch.testing.assert_close(model(src, tgt)[real], head(theirs)[real], atol=1e-5, rtol=1e-5)
 
 
-def test_load_torch_transformer_rejects_other_sizes(small_cfg):
+def test_copy_torch_transformer_rejects_other_sizes(small_cfg):
     ref = nn.Transformer(32, 2, 2, 2, 64, batch_first=True)
     with pytest.raises(ValueError, match="sizes differ"):
-        wt.load_torch_transformer(wt.Transformer(small_cfg), ref)
+        wt.copy_torch_transformer(wt.Transformer(small_cfg), ref)
     with pytest.raises(ValueError, match="batch_first=True"):
-        wt.load_torch_transformer(wt.Transformer(small_cfg), nn.Transformer(32, 4, 2, 2, 64))
+        wt.copy_torch_transformer(wt.Transformer(small_cfg), nn.Transformer(32, 4, 2, 2, 64))
 
 
 def test_forward_is_output_head_of_decode_of_encode(small_cfg):

@@ -16,7 +16,7 @@ The flat names, by what they are for (tests/test_api.py keeps this list and ``__
   ``KVCache``, ``DecodingCache``, ``position_ids``, ``causal_mask``, ``padding_mask``, ``decoder_self_mask``,
   ``to_blocked``,
   ``sequence_loss``, ``flash_attention``, ``flash_attention_backward``, ``flash_tiles``, ``online_softmax_step``
-- **Real models in**: ``from_transformers``, ``copy_torch_attention``, ``load_torch_transformer``
+- **Real models in**: ``from_transformers``, ``copy_torch_attention``, ``copy_torch_transformer``
 - **Decoding** (one set of verbs for both models): ``greedy_decode``, ``greedy_steps``, ``sample_decode``,
   ``beam_search``, ``Beams``, ``sample_next``, ``next_token_probs``, ``filter_logits``
 - **Shapes**: ``STEPS``, ``SOURCE_SIZES``, ``Row``, ``OpRow``, ``trace_shapes``, ``trace_module``,
@@ -89,7 +89,7 @@ from .numeral_task import (
     save_checkpoint,
     translate,
 )
-from .pytorch import copy_torch_attention, load_torch_transformer
+from .pytorch import copy_torch_attention, copy_torch_transformer
 from .quiz import ask_shape, check_shape_answer
 from .recording import Row
 from .rope import apply_rope, position_ids
@@ -149,6 +149,7 @@ __all__ = [
     "chinese_numeral",
     "chinese_tokens",
     "copy_torch_attention",
+    "copy_torch_transformer",
     "cost",
     "cross_attention_map",
     "decoder_self_mask",
@@ -168,7 +169,6 @@ __all__ = [
     "left_pad",
     "load_checkpoint",
     "load_gpt_checkpoint",
-    "load_torch_transformer",
     "load_translator",
     "lr_curve",
     "make_batch",

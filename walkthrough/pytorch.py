@@ -31,7 +31,7 @@ def copy_torch_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention
     return ours
 
 
-def load_torch_transformer(model: Transformer, reference: nn.Transformer) -> Transformer:
+def copy_torch_transformer(model: Transformer, reference: nn.Transformer) -> Transformer:
     """Copy an ``nn.Transformer(batch_first=True, norm_first=False)``'s weights into ``model``'s stacks.
 
     Embeddings and the output head are ours alone and are left as they are.
