@@ -358,8 +358,8 @@ def meta_copy(module: nn.Module) -> nn.Module:
     twins: dict[int, torch.Tensor] = {}
     for part in module.modules():
         for value in vars(part).values():
-            held = value.values() if isinstance(value, dict) else (value,)
-            for tensor in held:
+            attributes = value.values() if isinstance(value, dict) else (value,)  # _parameters, _buffers: dicts
+            for tensor in attributes:
                 if isinstance(tensor, torch.Tensor) and id(tensor) not in twins and tensor.device.type != "meta":
                     twin = torch.empty_like(tensor, device="meta")
                     if isinstance(tensor, nn.Parameter):

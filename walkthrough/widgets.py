@@ -458,10 +458,11 @@ def cache_explorer() -> Explorer:
         rows = trace_shapes(_config(d_model, heads, layers=1), batch, src_len, step=step)  # every layer caches alike
         table = shape_table(rows, within=("decoder.layers.0.self_attn", "decoder.layers.0.cross_attn"),
                             steps=("k_cached",), summarise_layers=False, highlight="k_cached")
-        held = {"self": 0, "cross": 0}  # bytes, float32; V has K's shape: K and V of all layers are 2 × layers × K
+        cache_bytes = {"self": 0, "cross": 0}  # float32; V has K's shape: K and V of all layers are 2 × layers × K
         for r in table.rows:
             if r.step == STEPS["k_cached"].label:
-                held["cross" if r.where.endswith("cross_attn") else "self"] += 2 * layers * 4 * math.prod(r.shape)
+                kind = "cross" if r.where.endswith("cross_attn") else "self"
+                cache_bytes[kind] += 2 * layers * 4 * math.prod(r.shape)
         figure = viz.cache_figure(layers, step, src_len)
         d_k = d_model // heads
         summary = _Text(_("self cache  2 × {layers} layers × {batch} × {heads} heads × {step} × {d_k} × 4 bytes "
@@ -469,8 +470,8 @@ def cache_explorer() -> Explorer:
                           "cross cache 2 × {layers} layers × {batch} × {heads} heads × {src_len} × {d_k} × 4 bytes "
                           "= {cross_bytes:,} bytes\n"
                           "each new token adds {per_token:,} bytes to the self cache").format(
-            layers=layers, batch=batch, heads=heads, step=step, d_k=d_k, src_len=src_len, self_bytes=held["self"],
-            cross_bytes=held["cross"], per_token=held["self"] // step))
+            layers=layers, batch=batch, heads=heads, step=step, d_k=d_k, src_len=src_len,
+            self_bytes=cache_bytes["self"], cross_bytes=cache_bytes["cross"], per_token=cache_bytes["self"] // step))
         return table, figure, summary
     return explorer([slider("step", 5, 1, 64), slider("batch", SIZES["batch"], 1, 128),
                      slider("src_len", SIZES["src_len"], 1, 32), slider("d_model", BASE.d_model, 16, 1024, 16),
