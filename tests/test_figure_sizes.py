@@ -157,6 +157,9 @@ def test_a_figure_drawn_again_in_place_looks_as_one_drawn_from_nothing():
     reused = viz.memory_figure(lengths, [10 * c for c in curve], 2e9, 256, 64, layout=None, into=reused)
     fresh = viz.memory_figure(lengths, [10 * c for c in curve], 2e9, 256, 64, layout=None)
     assert np.array_equal(png_pixels(reused), png_pixels(fresh))
+    reused = viz.cache_figure(6, 30, 20)
+    reused = viz.cache_figure(6, 5, 3, into=reused)
+    assert np.array_equal(png_pixels(reused), png_pixels(viz.cache_figure(6, 5, 3)))
 
 
 def png_pixels(figure) -> np.ndarray:

@@ -706,13 +706,27 @@ def sharing_figure(sharing: torch.Tensor, layout: str | None = "constrained") ->
 
 
 @_cjk
-def cache_figure(layers: int, step: int, src_len: int, max_step: int = 64, max_src: int = 32) -> Figure:
+def cache_figure(layers: int, step: int, src_len: int, max_step: int = 64, max_src: int = 32,
+                 into: Figure | None = None) -> Figure:
     """The two caches of decoding step ``step``, one row per layer: self-attention K/V (a cell per position,
     this step's in orange) beside cross-attention K/V (L_src cells, never changing). The x axes span the
-    explorer's slider ranges, so the growth shows as the slider moves."""
+    explorer's slider ranges, so the growth shows as the slider moves.
+
+    ``into``: a figure this function drew before with as many layers, drawn again in place (an explorer's move)."""
     height = 0.9 + 0.2 * layers  # inches: 6 layers draw 210 px high, under the explorer's table
-    figure = Figure(figsize=(8, height))
-    grow, fixed = figure.subplots(1, 2, width_ratios=[2, 1])  # x axes fixed to the sliders' ranges: growth shows
+    spans = (max_step, max_src)
+    figure = _reused(into, "cache", (layers, spans))
+    if figure is None:
+        figure = _mark(Figure(figsize=(8, height)), "cache", (layers, spans))
+        axes = figure.subplots(1, 2, width_ratios=[2, 1])  # x axes fixed to the sliders' ranges: growth shows
+        for ax, span in zip(axes, spans):
+            ax.set_xticks(range(0, span + 1, span // 4))
+            ax.set_yticks([i + 0.5 for i in range(layers)],
+                          [_("layer {index}").format(index=i) for i in range(layers)], fontsize=MIN_FONT_PT)
+            ax.set_xlabel(_("position"))
+        axes[1].set_yticks([])
+        figure.subplots_adjust(left=0.09, right=0.98, bottom=0.55 / height, top=1 - 0.3 / height, wspace=0.05)
+    grow, fixed = figure.axes
     earlier, new, memory = torch.tensor([0.62, 0.79, 0.88]), torch.tensor([0.95, 0.41, 0.07]), \
         torch.tensor([0.63, 0.85, 0.61])  # RGB: blue, orange, green
     cells = earlier.expand(layers, step, 3).clone()  # [layers, t, RGB]: cached at earlier steps
@@ -721,17 +735,13 @@ def cache_figure(layers: int, step: int, src_len: int, max_step: int = 64, max_s
             (grow, cells, max_step, _("self-attention K, V: t = {step} (this step's in orange)").format(step=step)),
             (fixed, memory.expand(layers, src_len, 3), max_src,
              _("cross-attention K, V: L_src = {src_len}, fixed").format(src_len=src_len))):
+        for image in list(ax.images):  # the picture of a move before: the axes and ticks are kept
+            image.remove()
         ax.imshow(picture.numpy(), aspect="auto", extent=(0, picture.size(1), layers, 0))
         ax.set_xlim(0, span)
-        ax.set_xticks(range(0, span + 1, span // 4))
         ax.set_xticks(range(picture.size(1)), minor=True)
         ax.grid(which="minor", axis="x", color="white", linewidth=0.5)
-        ax.set_yticks([i + 0.5 for i in range(layers)], [_("layer {index}").format(index=i) for i in range(layers)],
-                      fontsize=MIN_FONT_PT)
         ax.set_title(title, fontsize=9)
-        ax.set_xlabel(_("position"))
-    fixed.set_yticks([])
-    figure.subplots_adjust(left=0.09, right=0.98, bottom=0.55 / height, top=1 - 0.3 / height, wspace=0.05)
     return figure
 
 

@@ -432,7 +432,8 @@ def gqa_explorer() -> Explorer:
                         d_ff=BASE.d_ff, num_layers=layers, max_len=BASE.max_len, dropout=0.0)
         costs = gqa_costs(cfg, SIZES["batch"], GPT_LENGTH)
         full = gqa_costs(dataclasses.replace(cfg, num_kv_heads=None), SIZES["batch"], GPT_LENGTH)
-        rows = trace_shapes(cfg, SIZES["batch"], length=GPT_LENGTH)
+        # every layer traces alike, and the table is layer 0's: one layer is traced
+        rows = trace_shapes(dataclasses.replace(cfg, num_layers=1), SIZES["batch"], length=GPT_LENGTH)
         grouped = ("k_grouped",) if kv_heads < heads else ()  # H_kv = H: nothing is shared; V is shaped as K
         table = shape_table(rows, within="decoder.layers.0.self_attn", summarise_layers=False,
                             steps=("k_transpose", *grouped), highlight="k_transpose")
@@ -463,7 +464,7 @@ def cache_explorer() -> Explorer:
             if r.step == STEPS["k_cached"].label:
                 kind = "cross" if r.where.endswith("cross_attn") else "self"
                 cache_bytes[kind] += 2 * layers * 4 * math.prod(r.shape)
-        figure = viz.cache_figure(layers, step, src_len)
+        drawn["figure"] = viz.cache_figure(layers, step, src_len, into=drawn.get("figure"))
         d_k = d_model // heads
         summary = _Text(_("self cache  2 × {layers} layers × {batch} × {heads} heads × {step} × {d_k} × 4 bytes "
                           "= {self_bytes:,} bytes\n"
@@ -472,7 +473,8 @@ def cache_explorer() -> Explorer:
                           "each new token adds {per_token:,} bytes to the self cache").format(
             layers=layers, batch=batch, heads=heads, step=step, d_k=d_k, src_len=src_len,
             self_bytes=cache_bytes["self"], cross_bytes=cache_bytes["cross"], per_token=cache_bytes["self"] // step))
-        return table, figure, summary
+        return table, drawn["figure"], summary
+    drawn = {}  # the figure of the last move, drawn again in place: its axes and ticks are not made again
     return explorer([slider("step", 5, 1, 64), slider("batch", SIZES["batch"], 1, 128),
                      slider("src_len", SIZES["src_len"], 1, 32), slider("d_model", BASE.d_model, 16, 1024, 16),
                      slider("heads", BASE.num_heads, 1, 16), slider("layers", BASE.num_layers, 1, 12)], render,
