@@ -1,8 +1,8 @@
 """Notebook 06 holds whatever order a class re-runs its cells in: every cell that asserts compares what it computes.
 
-The failure this guards against: run the model cell, the labels cell, the model cell again, then the one-hot
-cell. The one-hot loss then came from the new logits while the class-id loss it was compared with came from
-the old ones (10.505 against 10.422). Scrambled re-runs of every cell: tests/test_rerun_out_of_order.py.
+The failure this guards against: run the model cells (built, then run), the labels cell, the model cells again,
+then the one-hot cell. The one-hot loss then came from the new logits while the class-id loss it was compared with
+came from the old ones (10.505 against 10.422). Scrambled re-runs of every cell: tests/test_rerun_out_of_order.py.
 """
 
 from pathlib import Path
@@ -27,9 +27,11 @@ def cell_with(cells, text: str) -> nbformat.NotebookNode:
 
 def test_one_hot_and_smoothing_hold_after_the_model_cell_is_re_run():
     cells = code_cells()
-    setup, model = cells[0], cell_with(cells, "model = wt.Transformer(trimmed)")
+    setup = cells[0]
+    build = cell_with(cells, "model = wt.Transformer(trimmed)")
+    forward = cell_with(cells, "logits = model.output_head(h)")
     labels = cell_with(cells, "labels = torch.randint")
     one_hot, smoothing = cell_with(cells, "F.one_hot(labels"), cell_with(cells, "smoothing=eps")
-    run(NOTEBOOK, [cell.source for cell in (setup, model, labels, model, one_hot, smoothing, labels, smoothing,
-                                           one_hot)])
+    run(NOTEBOOK, [cell.source for cell in (setup, build, forward, labels, build, forward, one_hot, smoothing,
+                                           labels, smoothing, one_hot)])
 
