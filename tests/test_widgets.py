@@ -426,3 +426,13 @@ def test_cache_figure_draws_one_row_per_layer_and_a_cell_per_position():
     figure = viz.cache_figure(layers=3, step=5, src_len=7)
     grow, fixed = figure.axes
     assert grow.images[0].get_array().shape[:2] == (3, 5) and fixed.images[0].get_array().shape[:2] == (3, 7)
+
+
+@pytest.mark.parametrize("sizes", [(64, 4, 1, 3), (512, 8, 2, 10)])
+def test_the_torch_transformer_explorer_traces_what_trace_module_traces(sizes):
+    """The explorer traces nn.Transformer on plain meta tensors (no FakeTensor mode): the same rows as trace_module."""
+    d_model, heads, layers, src_len = sizes
+    with torch.device("meta"):
+        model = torch.nn.Transformer(d_model, heads, layers, layers, 4 * d_model, batch_first=True).eval()
+    expected = wt.trace_module(model, (32, src_len, d_model), (32, 4, d_model))
+    assert widgets.torch_transformer_rows(*sizes) == expected

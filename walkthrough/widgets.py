@@ -47,10 +47,11 @@ from .memory import crossover_length, training_memory
 from .meta import SOURCE_SIZES
 from .model import Transformer
 from .numeral_task import cross_attention_map
+from .recording import Row
 from .rope import rope_frequencies
 from .steps import STEPS
 from .tables import shape_map, shape_table
-from .trace import trace_module, trace_shapes
+from .trace import meta_inputs, trace_callable, trace_shapes
 
 BASE = ModelConfig.paper_base()  # the paper's base model, vocabularies of 30000 as in the source articles
 SIZES = SOURCE_SIZES  # batch, src_len, tgt_len: the source articles' sizes, the traces' defaults
@@ -482,13 +483,21 @@ def cache_explorer() -> Explorer:
                       "bytes does the self-attention cache grow by?"))
 
 
+def torch_transformer_rows(d_model: int, heads: int, layers: int, src_len: int) -> tuple[Row, ...]:
+    """``trace_module``'s rows for PyTorch's own ``nn.Transformer`` at these sizes, traced on plain meta tensors:
+    its layers never ask whether they are traced, so the FakeTensor mode ``trace_module`` adds (for library code
+    that does) would only make a move three times slower; the rows are the same (tests/test_widgets.py)."""
+    with torch.device("meta"):
+        model = torch.nn.Transformer(d_model, heads, layers, layers, 4 * d_model, batch_first=True).eval()
+    inputs, _ = meta_inputs((SIZES["batch"], src_len, d_model), (SIZES["batch"], SIZES["tgt_len"], d_model))
+    return trace_callable(lambda: model(*inputs), model)
+
+
 def torch_transformer_explorer() -> Explorer:
     """Notebook 10: PyTorch's own nn.Transformer re-traced on the meta device at any size: its modules to
     depth 3, and the ops inside the first encoder layer's self-attention."""
     def render(d_model, heads, layers, src_len):
-        with torch.device("meta"):
-            model = torch.nn.Transformer(d_model, heads, layers, layers, 4 * d_model, batch_first=True).eval()
-        traced = trace_module(model, (SIZES["batch"], src_len, d_model), (SIZES["batch"], SIZES["tgt_len"], d_model))
+        traced = torch_transformer_rows(d_model, heads, layers, src_len)
         return (shape_table(traced, depth=3),
                 shape_table(traced, within="encoder.layers.0.self_attn",
                             highlight=("aten.linear", "aten.scaled_dot_product_attention")))
