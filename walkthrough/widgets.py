@@ -721,8 +721,9 @@ def modern_block_explorer() -> Explorer:
         cfg = modern_block_config(norm, activation, positions, float(rope_base), kv_heads, tied)
         costs, base = modern_block_costs(cfg, batch, length), modern_block_costs(modern_block_config(), batch, length)
         steps = MODERN_BLOCK_STEPS[activation]
-        table = shape_table(trace_shapes(cfg, batch, length=length), within="decoder.layers.0", steps=steps,
-                            summarise_layers=False, highlight=steps[1:-1])
+        layer_0 = trace_shapes(dataclasses.replace(cfg, num_layers=1), batch, length=length)  # every layer alike
+        table = shape_table(layer_0, within="decoder.layers.0", steps=steps, summarise_layers=False,
+                            highlight=steps[1:-1])
         wavelength = (_("{tokens:,.0f} tokens").format(tokens=costs["rope_wavelength"]) if positions == "rope"
                       else _("no rotation (positions = learned)"))
         summary = _Text(_("parameters   {parameters:,}  (source block: {base_parameters:,})\n"
