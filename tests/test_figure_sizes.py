@@ -45,6 +45,14 @@ EXPLORER_FIGURES = {
     "tiles 1x1": lambda: viz.tile_grid_figure(1, 1, 1, 1, False, layout=None, size=(3.6, 3.3)),
     "online softmax 256 by 1": lambda: viz.online_softmax_figure(torch.randn(256), 1, layout=None, size=(5.2, 3.3)),
     "online softmax 1": lambda: viz.online_softmax_figure(torch.randn(1), 64, layout=None, size=(5.2, 3.3)),
+    # notebook 07's (words up to "seventeen", a number's characters) and 17's (BPE tokens), shortest and longest
+    "translation 1x1": lambda: viz.translation_figure(torch.ones(1, 1), ["<eos>"], ["三"], "source (key)"),
+    "translation numerals": lambda: viz.translation_figure(
+        torch.rand(14, 12), ["seventeen", "thousand", *LABELS[:12]], list("九千九百九十九万九千九百"), "source (key)"),
+    "translation phrase": lambda: viz.translation_figure(
+        torch.rand(6, 9), ["▁congratulations", "▁good", "▁morning", "▁to", "▁you", "<eos>"],
+        ["▁早上", "好", "▁世界", "和平", "万岁", "▁中华", "人民", "共和国", "<eos>"], "source token (key)",
+        key_width=0.5),
 }
 # figures the notebooks show once (constrained layout)
 NOTEBOOK_FIGURES = {

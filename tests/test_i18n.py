@@ -341,6 +341,8 @@ def figure_calls():
                                                           ([["三", "百"], ["二", "百"]], [-0.2, -0.9])]),
         "next_token_figure": lambda: viz.next_token_figure(torch.tensor([0.6, 0.3, 0.1]),
                                                            torch.tensor([0.7, 0.3, 0.0]), ["三", "百", "零"]),
+        "translation_figure": lambda: viz.translation_figure(torch.rand(2, 3), ["三", "百"], ["三", "百", "零"],
+                                                             "source (key)"),
     }
 
 

@@ -34,7 +34,7 @@ from .checks import check_positive_int
 from .config import ModelConfig
 from .embedding import sinusoidal_table
 from .flash import flash_tiles, online_softmax_step
-from .i18n import N_, _, ljust
+from .i18n import N_, _, ljust, width
 
 _SYSTEM_CJK_FONTS = ("Noto Sans CJK SC", "WenQuanYi Micro Hei", "Microsoft YaHei", "SimHei", "PingFang SC",
                      "Heiti SC", "Source Han Sans SC")
@@ -702,6 +702,22 @@ def sharing_figure(sharing: torch.Tensor, layout: str | None = "constrained") ->
             ax=figure.add_subplot(), cmap="Blues", vmin=0, vmax=1, colorbar=False,
             title=_("{heads} query heads, {kv_heads} K/V head(s)").format(heads=heads, kv_heads=kv_heads),
             xlabel=N_("K/V head read"), ylabel=N_("query head"))
+    return figure
+
+
+@_cjk
+def translation_figure(weights, predicted: Sequence[str], source: Sequence[str], xlabel: str,
+                       key_width: float = 0.4) -> Figure:
+    """A translation explorer's picture: the last decoder layer's cross-attention [predicted, source], mean over
+    heads, one column ``key_width`` inches wide. Margins fixed in inches (an explorer redraws it on every move;
+    constrained layout cost half of a move); the left one grows with the longest predicted token."""
+    wide, high = min(max(5.5, 2 + key_width * len(source)), 8), min(1.6 + 0.3 * len(predicted), 4.5)
+    left = 0.6 + 0.12 * max(width(token) for token in predicted)  # inches: the axis label, then the longest word
+    figure = Figure(figsize=(wide, high))
+    figure.subplots_adjust(left=left / wide, right=1 - 1.1 / wide, bottom=0.85 / high, top=1 - 0.45 / high)
+    heatmap(weights, predicted, source, ax=figure.add_subplot(), cmap="Blues", vmin=0, xlabel=xlabel,
+            ylabel=N_("predicting (query)"), colorbar_label=N_("probability"),
+            title=N_("last decoder layer's cross-attention, mean over heads"))
     return figure
 
 

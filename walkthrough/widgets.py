@@ -40,7 +40,7 @@ from .distributed import check_global_batch, rank_memory, ring_all_reduce_bytes,
 from .flash import flash_tiles
 from .gpt import GPT
 from .gradients import GradientTable, parameter_gradients, trace_gradients
-from .i18n import _, ljust, pgettext
+from .i18n import N_, _, ljust, pgettext
 from .language_model import prompt_ids
 from .masks import causal_mask, padding_mask
 from .memory import crossover_length, training_memory
@@ -348,11 +348,7 @@ def translation_explorer(trainer) -> Explorer:
         verdict = _("✓ correct") if guess == truth else _("✗ expected: {truth}").format(truth=truth)
         summary = _Text(f"{number:,}   {zh}\n" + _("model:  {guess}").format(guess=guess) + f"\n{verdict}")
         weights, predicted, source = cross_attention_map(trainer, zh, guess)
-        figure = Figure(figsize=(min(max(5.5, 2 + 0.4 * len(source)), 8), min(1.6 + 0.3 * len(predicted), 4.5)),
-                        layout="constrained")  # constrained: the title and the colour bar's label stay whole
-        viz.heatmap(weights, predicted, source, ax=figure.add_subplot(), cmap="Blues", vmin=0,
-                    xlabel=_("source (key)"), ylabel=_("predicting (query)"), colorbar_label=_("probability"),
-                    title=_("last decoder layer's cross-attention, mean over heads"))
+        figure = viz.translation_figure(weights, predicted, source, N_("source (key)"))
         return summary, figure  # the verdict next to the number typed, the picture beside it
     number = widgets.BoundedIntText(value=3_056_070, min=0, max=MAX_NUMBER, description="number",
                                     style={"description_width": "initial"},
@@ -369,12 +365,7 @@ def real_translation_explorer(translator) -> Explorer:
         summary = _Text(_("greedy:       {guess}").format(guess=guess) + "\n"
                         + _("beam of {beam}:    {beamed}").format(beam=beam, beamed=beamed))
         weights, predicted, source = translator.cross_attention(phrase, guess)
-        figure = Figure(figsize=(min(max(5.5, 2 + 0.5 * len(source)), 8), min(1.6 + 0.3 * len(predicted), 4.5)),
-                        layout="constrained")
-        viz.heatmap(weights, predicted, source, ax=figure.add_subplot(), cmap="Blues", vmin=0,
-                    xlabel=_("source token (key)"), ylabel=_("predicting (query)"), colorbar_label=_("probability"),
-                    title=_("last decoder layer's cross-attention, mean over heads"))
-        return summary, figure
+        return summary, viz.translation_figure(weights, predicted, source, N_("source token (key)"), key_width=0.5)
     phrase = widgets.Text(value="早上好", description="phrase", continuous_update=False,
                           style={"description_width": "initial"}, layout=widgets.Layout(width=CONTROLS_WIDTH))
     return explorer([phrase, slider("beam", 4, 1, 8)], render,
