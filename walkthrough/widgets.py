@@ -480,7 +480,7 @@ def torch_transformer_rows(d_model: int, heads: int, layers: int, src_len: int) 
     that does) would only make a move three times slower; the rows are the same (tests/test_widgets.py)."""
     with torch.device("meta"):
         model = torch.nn.Transformer(d_model, heads, layers, layers, 4 * d_model, batch_first=True).eval()
-    inputs, _ = meta_inputs((SIZES["batch"], src_len, d_model), (SIZES["batch"], SIZES["tgt_len"], d_model))
+    inputs, _no_keywords = meta_inputs((SIZES["batch"], src_len, d_model), (SIZES["batch"], SIZES["tgt_len"], d_model))
     return trace_callable(lambda: model(*inputs), model)
 
 
