@@ -41,6 +41,9 @@ TOKEN = "walkthrough-browser-test"
 SCREEN = {"width": 1366, "height": 768}  # a classroom projector, a student's laptop
 # Ceilings, not expectations: a kernel on a loaded 2-core machine can take minutes. Run All has none at all.
 PATIENCE_MS = 600_000
+# A key moves the deck in the page alone (no kernel), but a browser starved of CPU on a loaded machine once took over
+# a minute: five are generous.
+KEY_CEILING_MS = 300_000
 RUN_ALL_CEILING_MS = 3_600_000  # 07 trained for 5 minutes on a loaded machine: an hour means a cell that never ends
 CLASSROOM_CSS = ROOT / "jupyterlab-settings" / "classroom" / "static" / "classroom.css"
 DECK_KEY = "Alt+r"
@@ -175,9 +178,11 @@ class Notebook:
             self.check(False, f"{message} (waited {ceiling_ms // 1000} s)")
 
     def wait_idle(self) -> None:
-        self.page.wait_for_function(
-            "idle => (document.querySelector('#jp-main-statusbar')?.textContent || '').includes(idle)",
-            arg=self.words.get("Idle", "Idle"))
+        status = "() => document.querySelector('#jp-main-statusbar')?.textContent || ''"
+        try:
+            self.page.wait_for_function(f"idle => ({status})().includes(idle)", arg=self.words.get("Idle", "Idle"))
+        except PlaywrightTimeout:
+            self.check(False, f"the kernel never became idle; the status bar says {self.page.evaluate(status)!r}")
 
     def menu(self, menu: str, command: str) -> None:
         self.page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=self.words.get(menu, menu)).click()
@@ -241,8 +246,12 @@ class Notebook:
         """Press a deck key; returns the active cell's index once it has moved."""
         before = self.active_cell()
         self.page.keyboard.press(key)
-        return self.wait_until(f"before => {{ const now = ({ACTIVE_CELL})(); return now !== before && now + 1; }}",
-                               f"{key} did not move the deck from cell {before}", arg=before) - 1
+        moved = f"before => {{ const now = ({ACTIVE_CELL})(); return now !== before && now + 1; }}"
+        try:
+            return self.page.wait_for_function(moved, arg=before, timeout=KEY_CEILING_MS).json_value() - 1
+        except PlaywrightTimeout:
+            self.check(False, f"{key} did not move the deck from cell {before} in {KEY_CEILING_MS // 1000} s; the "
+                              f"focus is on {self.page.evaluate(FOCUSED)}")
 
     def slide_cells(self) -> list[dict]:
         """The cells Deck mode shows now, with where they sit on the screen."""
@@ -255,6 +264,9 @@ class Notebook:
 
 WIDGET_OUTPUTS = ("() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .widget-output')]"
                   ".filter(o => o.offsetParent).map(o => o.innerText).join('\\n---\\n')")
+FOCUSED = ("() => { const e = document.activeElement; if (!e) return 'nothing';"
+           " return `${e.tagName.toLowerCase()}.${[...e.classList].join('.')}`"
+           " + (e.closest('.jp-Notebook') ? ' (in the notebook)' : ' (outside the notebook)'); }")
 ACTIVE_CELL = ("() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')]"
                ".findIndex(cell => cell.classList.contains('jp-mod-active'))")
 
@@ -399,7 +411,8 @@ def check_clicker_after_slider(notebook, name: str) -> None:
     """Right after a value was typed into slider ``name`` on the slide showing: the clicker's PageDown/PageUp walk the
     deck, not the slider; the slider keeps its arrow keys while it has the focus, yet PageUp/PageDown still walk the
     deck; once moved by the pointer, or after a click outside it, the slider gives the focus back (← and → walk
-    the deck again). A key that walks the deck leaves the slider's value as it was."""
+    the deck again), and ← and → walk it while the focus is on the page itself (a key pressed right after a click in
+    the margin, before the focus is back). A key that walks the deck leaves the slider's value as it was."""
     slider = notebook.slider(name)
     readout = slider.locator(".widget-readout").element_handle()
     value = lambda: readout.evaluate("e => e.textContent.trim()")  # noqa: E731 (read while its slide is hidden)
@@ -433,7 +446,9 @@ def check_clicker_after_slider(notebook, name: str) -> None:
     walks("ArrowLeft", "ArrowRight")  # the drag gave the focus back
 
     slider.locator(".noUi-handle").focus()
-    notebook.page.mouse.click(SCREEN["width"] - 8, SCREEN["height"] // 2)  # the slide's margin
+    notebook.page.mouse.click(24, SCREEN["height"] // 2)  # the slide's left margin
+    walks("ArrowLeft", "ArrowRight")
+    notebook.page.evaluate("() => document.activeElement.blur()")  # the focus on the page itself, at once
     walks("ArrowLeft", "ArrowRight")
 
 

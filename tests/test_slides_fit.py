@@ -32,6 +32,7 @@ import nbformat
 import pytest
 
 from tests.test_browser import (  # noqa: F401 (browser_context, open_notebook: fixtures)
+    KEY_CEILING_MS,
     NOTEBOOK_DIR,
     NOTEBOOKS,
     SCREEN,
@@ -46,9 +47,7 @@ from tests.test_browser import (  # noqa: F401 (browser_context, open_notebook: 
 
 WALK_KEY = "PageDown"
 TWINS = sorted(f"zh/{p.name}" for p in (NOTEBOOK_DIR / "zh").glob("*.ipynb"))  # the Chinese edition, as it grows
-# Ceilings, not expectations. A key moves the deck in the page alone (no kernel), but a browser starved of CPU on a
-# loaded machine once took over a minute: five are generous. A slider waits for the kernel to redraw the explorer.
-KEY_CEILING_MS = 300_000
+# Ceilings, not expectations (a key's is tests/test_browser.py's). A slider waits for the kernel to redraw the explorer.
 REDRAW_CEILING_MS = 600_000
 STILL_LOOKS = 3  # the slide has stopped moving when three looks 100 ms apart find every cell where it was
 # What other files measure on the same walk (see the docstring): probe name -> (JavaScript function, its argument);

@@ -125,17 +125,24 @@ var _JUPYTERLAB;
   //   editor, a dialog or a menu;
   // - a slider keeps its own arrow keys while it has the focus (a teacher can step it from the keyboard);
   // - it gives the focus back to the notebook once moved by the pointer or typed into (Enter), and on any click
-  //   outside it, so → and ← walk the deck again.
+  //   outside it, so → and ← walk the deck again;
+  // - → and ← also walk the deck while the focus is on no widget and outside the notebook (the page itself, after a
+  //   click in the margin): giving the focus back waits for the click to end, and a key pressed before that (a
+  //   browser busy for a few ms was enough) was lost.
   var WIDGET = ".jupyter-widgets, [data-lm-suppress-shortcuts]";
   var NOT_OURS = ".cm-editor, .jp-Dialog, .lm-Menu, .jp-Completer";
   var DECK_STEP = {
     PageDown: {direction: "down", alternate: "forward"},
     PageUp: {direction: "up", alternate: "back"}
   };
+  var ARROW_STEP = {
+    ArrowRight: DECK_STEP.PageDown,
+    ArrowLeft: DECK_STEP.PageUp
+  };
 
   var clickerAfterSlider = {
     id: "walkthrough-classroom:clicker-after-slider",
-    description: "PageDown/PageUp walk a presented deck even when a slider has the focus.",
+    description: "PageDown/PageUp walk a presented deck even when a slider has the focus; → and ← when no widget has it.",
     autoStart: true,
     activate: function (app) {
       function focusNotebook() {
@@ -158,7 +165,7 @@ var _JUPYTERLAB;
       }
 
       window.addEventListener("keydown", function (event) {
-        var step = DECK_STEP[event.key];
+        var step = DECK_STEP[event.key] || (!inWidget(document.activeElement) && ARROW_STEP[event.key]);
         if (!presenting() || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) {
           return;
         }
