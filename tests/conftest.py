@@ -51,7 +51,7 @@ CLASSROOM_TIER = {
     "test_browser.py", "test_slides_fit.py", "test_notebooks.py", "test_rerun_out_of_order.py", "test_rerun_06.py",
     "test_kernel_memory.py", "test_notebook07.py", "test_commands.py", "test_packaging.py", "test_hub.py",
     "test_distributed.py", "test_offline.py", "test_api_reference.py", "test_shape_sheet.py", "test_docs.py",
-    "test_glyphs.py",
+    "test_glyphs.py", "test_slides_readable.py",
 }
 
 

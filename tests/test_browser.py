@@ -303,15 +303,19 @@ def figure_text_sizes(notebook) -> list[dict]:
     images = notebook.page.evaluate("""() => [...document.querySelectorAll(
         '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedImage img')].filter(img => img.offsetParent).map(
         img => ({src: img.src, natural: img.naturalWidth, shown: img.getBoundingClientRect().width}))""")
-    sizes = []
-    for image in images:
-        png = base64.b64decode(image["src"].split(",", 1)[1])
-        at = png.find(b"pHYs")
-        dpi = int.from_bytes(png[at + 4:at + 8], "big") * 0.0254 if at > 0 else 72.0  # no pHYs: browsers use 72
-        scale = image["shown"] / image["natural"]
-        sizes.append({"px": round(viz.MIN_FONT_PT * dpi / 72 * scale, 1), "dpi": round(dpi),
-                      "width": image["natural"], "shown": round(image["shown"])})
-    return sizes
+    return [{"px": shown_text_px(image), "width": image["natural"], "shown": round(image["shown"])}
+            for image in images]
+
+
+def shown_text_px(image: dict) -> float:
+    """The smallest text the package draws in a figure (viz.MIN_FONT_PT at the dpi of the PNG's pHYs chunk), in
+    screen pixels as the image is shown. ``image``: ``src``, a data URL (its first 512 characters are enough),
+    ``natural`` and ``shown``, its width in the PNG and on the screen."""
+    head = image["src"].split(",", 1)[1]
+    png = base64.b64decode(head[:len(head) // 4 * 4])
+    at = png.find(b"pHYs")
+    dpi = int.from_bytes(png[at + 4:at + 8], "big") * 0.0254 if at > 0 else 72.0  # no pHYs: browsers use 72
+    return round(viz.MIN_FONT_PT * dpi / 72 * image["shown"] / image["natural"], 1)
 
 
 # Run All and slide 1 of every deck (both editions) are checked on the deck walk's own run, which opens and runs

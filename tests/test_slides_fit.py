@@ -196,6 +196,16 @@ def walked(open_notebook, name: str) -> list[dict]:  # noqa: F811 (the fixture, 
     return WALKS[name]
 
 
+def put_notebook(url: str, name: str, cells: list) -> str:
+    """Save a notebook of ``cells`` beside the served notebooks, through JupyterLab's contents API; its name."""
+    kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}  # no kernel dialog
+    content = {"type": "notebook", "format": "json", "content": nbformat.v4.new_notebook(cells=cells, metadata=kernel)}
+    request = urllib.request.Request(f"{url}/api/contents/notebooks/{name}?token={TOKEN}", method="PUT",
+                                     headers={"Content-Type": "application/json"}, data=json.dumps(content).encode())
+    urllib.request.urlopen(request).close()
+    return name
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS + TWINS)
 def test_every_slide_fits_the_screen_and_one_key_walks_every_cell(kernels_shut_down, open_notebook, name):  # noqa: F811
     started = time.monotonic()
@@ -218,13 +228,7 @@ def test_the_walk_finds_a_slide_taller_than_the_screen(kernels_shut_down, lab, o
              nbformat.v4.new_markdown_cell("## Short again")]
     for cell in cells:
         cell.metadata["slideshow"] = {"slide_type": "slide"}
-    name = "tall_slide_check.ipynb"
-    kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}  # no kernel dialog
-    content = {"type": "notebook", "format": "json", "content": nbformat.v4.new_notebook(cells=cells, metadata=kernel)}
-    request = urllib.request.Request(f"{lab}/api/contents/notebooks/{name}?token={TOKEN}", method="PUT",
-                                     headers={"Content-Type": "application/json"}, data=json.dumps(content).encode())
-    urllib.request.urlopen(request).close()
-    notebook = open_notebook(name)
+    notebook = open_notebook(put_notebook(lab, "tall_slide_check.ipynb", cells))
     notebook.start_deck()
     slides = walk_deck(notebook, last=2)
     assert [[c["index"] for c in s["shown"]] for s in slides] == [[0], [1], [2]]
