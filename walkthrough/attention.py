@@ -15,12 +15,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from .cache import KVCache
-from .checks import check_heads, check_rope_pairs, check_same_batch
+from .checks import check_heads, check_mask, check_position_ids, check_rope_pairs, check_same_batch
 from .config import PAPER_BLOCK, Block
 from .i18n import _
-from .masks import check_mask
 from .recording import record
-from .rope import check_position_ids, rotate
+from .rope import rotate
 from .steps import DIMS_WITHOUT_GQA
 
 

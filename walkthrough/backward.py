@@ -13,9 +13,9 @@ import math
 
 import torch
 
+from .checks import check_mask
 from .i18n import _
 from .loss import validate_smoothing
-from .masks import check_mask
 
 
 def _check_tensor(name: str, value, dims: str | None = None) -> None:

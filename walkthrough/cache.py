@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .embedding import check_ids
+from .checks import check_ids
 from .i18n import _
 from .masks import decoder_self_mask
 

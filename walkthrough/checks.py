@@ -1,7 +1,10 @@
-"""The validators every layer of the package shares: each raises a ValueError or TypeError that names the argument
-and the fix, in the reader's language."""
+"""The validators every layer of the package shares, the one home of input checking: each raises a ValueError or
+TypeError that names the argument and the fix, in the reader's language. The layers call them on entry (a model
+once, for everything it then makes itself) and otherwise read as the math."""
 
 from __future__ import annotations
+
+import torch
 
 from .i18n import _
 
@@ -83,3 +86,94 @@ def check_positive_number(name: str, value, usual: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(_("{name} must be a number > 0 ({usual} is usual), got {value!r}").format(
             name=name, usual=usual, value=value))
+
+
+def check_ids(ids: torch.Tensor, vocab_size: int, name: str, max_len: int | None = None, offset: int = 0) -> None:
+    """Reject anything that is not a [B, L] tensor (L >= 1) of integer ids in [0, vocab_size); with ``max_len``,
+    also ids at positions offset .. offset+L-1 past a table of max_len rows."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(_("{name} must be a torch tensor of token ids, got {type}; use torch.tensor(...)").format(
+            name=name, type=type(ids).__name__))
+    if ids.dtype not in (torch.int64, torch.int32):
+        raise TypeError(_("{name} must hold integer token ids (int64), got dtype {dtype}; "
+                        "convert with {name}.long()").format(name=name, dtype=ids.dtype))
+    if ids.dim() != 2:
+        raise ValueError(
+            _("{name} must have 2 dims [B, L] (batch, length), got shape {ids_shape}; "
+            "for one sentence use {name}.unsqueeze(0)").format(name=name, ids_shape=list(ids.shape))
+        )
+    if ids.size(0) == 0 or ids.size(1) == 0:
+        raise ValueError(_("{name} is empty (shape {ids_shape}): give at least one sentence of at least one "
+                         "token (a target starts with <sos>)").format(name=name, ids_shape=list(ids.shape)))
+    if ids.device.type != "meta":
+        low, high = (int(end) for end in torch.aminmax(ids))
+        if low < 0 or high >= vocab_size:
+            bad = low if low < 0 else high
+            raise ValueError(_("{name} holds token id {bad}, outside the vocabulary [0, {vocab_size}); "
+                             "check the tokeniser or raise the vocab size").format(
+                                 name=name, bad=bad, vocab_size=vocab_size))
+    if max_len is not None:
+        check_positions(ids.size(1), offset, max_len)
+
+
+def check_positions(length: int, offset: int, max_len: int) -> None:
+    """Positions offset .. offset+length-1 must exist in a table of max_len rows."""
+    if offset + length > max_len:
+        what = f"positions {offset}..{offset + length - 1} go past" if offset else \
+            f"sequence length {length} is longer than"
+        raise ValueError(_("{what} max_len={max_len}; raise max_len in the config or shorten the input").format(
+            what=what, max_len=max_len))
+
+
+def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
+    """A mask must be bool and broadcast to the scores [B, H, L_q, L_k]."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise TypeError(_("mask must be a bool tensor (True = may attend), got {got}; "
+                        "for a 0/1 mask use mask.bool(), for an nn.MultiheadAttention mask use ~mask").format(got=got))
+    # broadcasts to the scores: no more dims, and each of its dims 1 or the scores' (plain Python: every layer asks)
+    fits = mask.dim() <= len(scores_shape) and all(
+        m in (1, s) for m, s in zip(reversed(mask.shape), reversed(scores_shape)))
+    if not fits:
+        raise ValueError(_("mask shape {mask_shape} does not broadcast to the scores "
+                         "{list_scores_shape} [B, H, L_q, L_k]; padding masks are [B, 1, 1, L_k], "
+                         "causal masks [L_q, L_k]").format(
+                             mask_shape=list(mask.shape), list_scores_shape=list(scores_shape)))
+
+
+def check_rope_input(x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None) -> None:
+    """x: a float tensor [..., L, d_k] with even d_k; offset: a whole number >= 0 (the first position);
+    positions: None, or whole numbers >= 0 [B, L] for x [B, H, L, d_k]."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(_("x must be a float tensor [B, H, L, d_k] (queries or keys), got {got}; "
+                        "rotating whole numbers rounds every feature away: convert with x.float()").format(got=got))
+    if x.dim() < 2:
+        raise ValueError(_("x must be [..., L, d_k] (usually [B, H, L, d_k]), got shape {x_shape}").format(
+            x_shape=list(x.shape)))
+    check_rope_pairs(x.size(-1))
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(_("offset must be a whole number of positions (the first one's index), got {offset!r}").format(
+            offset=offset))
+    if offset < 0:
+        raise ValueError(_("offset must be >= 0 (positions start at 0), got {offset}").format(offset=offset))
+    if positions is not None:
+        if x.dim() != 4:
+            raise ValueError(_("x must be [B, H, L, d_k] when positions [B, L] are given, got shape "
+                               "{shape}").format(shape=list(x.shape)))
+        check_position_ids(positions, x.size(0), x.size(2))
+
+
+def check_position_ids(positions, batch: int, length: int) -> None:
+    """positions: whole numbers >= 0 [B, L], one per batch row and sequence position (reading the values is a host
+    sync: a model, which makes its positions itself, never asks)."""
+    if not isinstance(positions, torch.Tensor) or positions.is_floating_point() or positions.dtype == torch.bool:
+        got = positions.dtype if isinstance(positions, torch.Tensor) else type(positions).__name__
+        raise TypeError(_("positions must be a tensor of whole numbers [B, L] (each row's position ids), got "
+                          "{got}").format(got=got))
+    if positions.shape != (batch, length):
+        raise ValueError(_("positions must be [B, L] = {wanted} (one per row and position), got {got}").format(
+            wanted=[batch, length], got=list(positions.shape)))
+    if positions.device.type != "meta" and positions.numel() and int(positions.min()) < 0:
+        raise ValueError(_("positions must be >= 0 (positions start at 0), got {low}").format(
+            low=int(positions.min())))

@@ -25,8 +25,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .checks import check_positive_int, check_token_id
-from .embedding import check_ids
+from .checks import check_ids, check_positive_int, check_token_id
 from .gpt import GPT
 from .i18n import _
 from .model import Transformer

@@ -7,45 +7,8 @@ import math
 import torch
 from torch import nn
 
-from .i18n import _
+from .checks import check_ids, check_positions
 from .recording import record
-
-
-def check_ids(ids: torch.Tensor, vocab_size: int, name: str, max_len: int | None = None, offset: int = 0) -> None:
-    """Reject anything that is not a [B, L] tensor (L >= 1) of integer ids in [0, vocab_size); with ``max_len``,
-    also ids at positions offset .. offset+L-1 past a table of max_len rows."""
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(_("{name} must be a torch tensor of token ids, got {type}; use torch.tensor(...)").format(
-            name=name, type=type(ids).__name__))
-    if ids.dtype not in (torch.int64, torch.int32):
-        raise TypeError(_("{name} must hold integer token ids (int64), got dtype {dtype}; "
-                        "convert with {name}.long()").format(name=name, dtype=ids.dtype))
-    if ids.dim() != 2:
-        raise ValueError(
-            _("{name} must have 2 dims [B, L] (batch, length), got shape {ids_shape}; "
-            "for one sentence use {name}.unsqueeze(0)").format(name=name, ids_shape=list(ids.shape))
-        )
-    if ids.size(0) == 0 or ids.size(1) == 0:
-        raise ValueError(_("{name} is empty (shape {ids_shape}): give at least one sentence of at least one "
-                         "token (a target starts with <sos>)").format(name=name, ids_shape=list(ids.shape)))
-    if ids.device.type != "meta":
-        low, high = (int(end) for end in torch.aminmax(ids))
-        if low < 0 or high >= vocab_size:
-            bad = low if low < 0 else high
-            raise ValueError(_("{name} holds token id {bad}, outside the vocabulary [0, {vocab_size}); "
-                             "check the tokeniser or raise the vocab size").format(
-                                 name=name, bad=bad, vocab_size=vocab_size))
-    if max_len is not None:
-        check_positions(ids.size(1), offset, max_len)
-
-
-def check_positions(length: int, offset: int, max_len: int) -> None:
-    """Positions offset .. offset+length-1 must exist in a table of max_len rows."""
-    if offset + length > max_len:
-        what = f"positions {offset}..{offset + length - 1} go past" if offset else \
-            f"sequence length {length} is longer than"
-        raise ValueError(_("{what} max_len={max_len}; raise max_len in the config or shorten the input").format(
-            what=what, max_len=max_len))
 
 
 def sinusoidal_table(max_len: int, d_model: int, halves: bool = False) -> torch.Tensor:

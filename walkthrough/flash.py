@@ -27,9 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .checks import check_positive_int
+from .checks import check_mask, check_positive_int
 from .i18n import N_, _
-from .masks import check_mask
 
 
 @dataclass(frozen=True)

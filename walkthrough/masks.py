@@ -63,19 +63,3 @@ def decoder_self_mask(tgt: torch.Tensor, pad_id: int | None, new_positions: int 
 def to_blocked(mask: torch.Tensor) -> torch.Tensor:
     """Our True = may attend -> ``nn.MultiheadAttention``'s True = blocked (one source article draws it so)."""
     return ~mask
-
-
-def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
-    """A mask must be bool and broadcast to the scores [B, H, L_q, L_k]."""
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise TypeError(_("mask must be a bool tensor (True = may attend), got {got}; "
-                        "for a 0/1 mask use mask.bool(), for an nn.MultiheadAttention mask use ~mask").format(got=got))
-    # broadcasts to the scores: no more dims, and each of its dims 1 or the scores' (plain Python: every layer asks)
-    fits = mask.dim() <= len(scores_shape) and all(
-        m in (1, s) for m, s in zip(reversed(mask.shape), reversed(scores_shape)))
-    if not fits:
-        raise ValueError(_("mask shape {mask_shape} does not broadcast to the scores "
-                         "{list_scores_shape} [B, H, L_q, L_k]; padding masks are [B, 1, 1, L_k], "
-                         "causal masks [L_q, L_k]").format(
-                             mask_shape=list(mask.shape), list_scores_shape=list(scores_shape)))

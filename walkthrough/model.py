@@ -6,9 +6,9 @@ import torch
 from torch import nn
 
 from .cache import DecodingCache, check_step, self_attention_mask, undone_on_error
-from .checks import check_same_batch
+from .checks import check_ids, check_same_batch
 from .config import ModelConfig
-from .embedding import Embedding, check_ids
+from .embedding import Embedding
 from .i18n import _
 from .layers import Decoder, DecoderLayer, EncoderLayer, OutputHead, final_norm, norm_step
 from .masks import padding_mask

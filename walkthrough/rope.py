@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_positive_int, check_rope_pairs
+from .checks import check_positive_int, check_rope_input
 from .i18n import _
 
 
@@ -22,44 +22,6 @@ def rope_frequencies(d_k: int, device=None, dtype: torch.dtype = torch.float32, 
     """[d_k/2]: the angle per position of feature pair i, base^(-2i/d_k) (base 10000 in RoFormer, 500000 in
     Llama 3: a larger base turns the slow pairs slower, for longer contexts)."""
     return float(base) ** (-torch.arange(0, d_k, 2, dtype=dtype, device=device) / d_k)
-
-
-def check_rope_input(x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None) -> None:
-    """x: a float tensor [..., L, d_k] with even d_k; offset: a whole number >= 0 (the first position);
-    positions: None, or whole numbers >= 0 [B, L] for x [B, H, L, d_k]."""
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(_("x must be a float tensor [B, H, L, d_k] (queries or keys), got {got}; "
-                        "rotating whole numbers rounds every feature away: convert with x.float()").format(got=got))
-    if x.dim() < 2:
-        raise ValueError(_("x must be [..., L, d_k] (usually [B, H, L, d_k]), got shape {x_shape}").format(
-            x_shape=list(x.shape)))
-    check_rope_pairs(x.size(-1))
-    if isinstance(offset, bool) or not isinstance(offset, int):
-        raise TypeError(_("offset must be a whole number of positions (the first one's index), got {offset!r}").format(
-            offset=offset))
-    if offset < 0:
-        raise ValueError(_("offset must be >= 0 (positions start at 0), got {offset}").format(offset=offset))
-    if positions is not None:
-        if x.dim() != 4:
-            raise ValueError(_("x must be [B, H, L, d_k] when positions [B, L] are given, got shape "
-                               "{shape}").format(shape=list(x.shape)))
-        check_position_ids(positions, x.size(0), x.size(2))
-
-
-def check_position_ids(positions, batch: int, length: int) -> None:
-    """positions: whole numbers >= 0 [B, L], one per batch row and sequence position (reading the values is a host
-    sync: a model, which makes its positions itself, never asks)."""
-    if not isinstance(positions, torch.Tensor) or positions.is_floating_point() or positions.dtype == torch.bool:
-        got = positions.dtype if isinstance(positions, torch.Tensor) else type(positions).__name__
-        raise TypeError(_("positions must be a tensor of whole numbers [B, L] (each row's position ids), got "
-                          "{got}").format(got=got))
-    if positions.shape != (batch, length):
-        raise ValueError(_("positions must be [B, L] = {wanted} (one per row and position), got {got}").format(
-            wanted=[batch, length], got=list(positions.shape)))
-    if positions.device.type != "meta" and positions.numel() and int(positions.min()) < 0:
-        raise ValueError(_("positions must be >= 0 (positions start at 0), got {low}").format(
-            low=int(positions.min())))
 
 
 def apply_rope(x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None,
