@@ -707,15 +707,22 @@ def sharing_figure(sharing: torch.Tensor, layout: str | None = "constrained") ->
 
 @_cjk
 def translation_figure(weights, predicted: Sequence[str], source: Sequence[str], xlabel: str,
-                       key_width: float = 0.4) -> Figure:
+                       key_width: float = 0.4, into: Figure | None = None) -> Figure:
     """A translation explorer's picture: the last decoder layer's cross-attention [predicted, source], mean over
     heads, one column ``key_width`` inches wide. Margins fixed in inches (an explorer redraws it on every move;
-    constrained layout cost half of a move); the left one grows with the longest predicted token."""
+    constrained layout cost half of a move); the left one grows with the longest predicted token.
+
+    ``into``: a figure this function drew before, resized and drawn again in place (an explorer's move: its axes,
+    ticks and colour bar are not made again)."""
     wide, high = min(max(5.5, 2 + key_width * len(source)), 8), min(1.6 + 0.3 * len(predicted), 4.5)
     left = 0.6 + 0.12 * max(width(token) for token in predicted)  # inches: the axis label, then the longest word
-    figure = Figure(figsize=(wide, high))
+    figure = _reused(into, "translation", ())
+    if figure is None:
+        figure = _mark(Figure(figsize=(wide, high)), "translation", ())
+        figure.add_subplot()
+    figure.set_size_inches(wide, high)
     figure.subplots_adjust(left=left / wide, right=1 - 1.1 / wide, bottom=0.85 / high, top=1 - 0.45 / high)
-    heatmap(weights, predicted, source, ax=figure.add_subplot(), cmap="Blues", vmin=0, xlabel=xlabel,
+    heatmap(weights, predicted, source, ax=figure.axes[0], cmap="Blues", vmin=0, xlabel=xlabel,
             ylabel=N_("predicting (query)"), colorbar_label=N_("probability"),
             title=N_("last decoder layer's cross-attention, mean over heads"))
     return figure

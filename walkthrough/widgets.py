@@ -348,8 +348,10 @@ def translation_explorer(trainer) -> Explorer:
         verdict = _("✓ correct") if guess == truth else _("✗ expected: {truth}").format(truth=truth)
         summary = _Text(f"{number:,}   {zh}\n" + _("model:  {guess}").format(guess=guess) + f"\n{verdict}")
         weights, predicted, source = cross_attention_map(trainer, zh, guess)
-        figure = viz.translation_figure(weights, predicted, source, N_("source (key)"))
-        return summary, figure  # the verdict next to the number typed, the picture beside it
+        drawn["figure"] = viz.translation_figure(weights, predicted, source, N_("source (key)"),
+                                                 into=drawn.get("figure"))
+        return summary, drawn["figure"]  # the verdict next to the number typed, the picture beside it
+    drawn = {}  # the figure of the last move, drawn again in place: its axes and ticks are not made again
     number = widgets.BoundedIntText(value=3_056_070, min=0, max=MAX_NUMBER, description="number",
                                     style={"description_width": "initial"},
                                     layout=widgets.Layout(width=CONTROLS_WIDTH))
@@ -365,7 +367,10 @@ def real_translation_explorer(translator) -> Explorer:
         summary = _Text(_("greedy:       {guess}").format(guess=guess) + "\n"
                         + _("beam of {beam}:    {beamed}").format(beam=beam, beamed=beamed))
         weights, predicted, source = translator.cross_attention(phrase, guess)
-        return summary, viz.translation_figure(weights, predicted, source, N_("source token (key)"), key_width=0.5)
+        drawn["figure"] = viz.translation_figure(weights, predicted, source, N_("source token (key)"), key_width=0.5,
+                                                 into=drawn.get("figure"))
+        return summary, drawn["figure"]
+    drawn = {}
     phrase = widgets.Text(value="早上好", description="phrase", continuous_update=False,
                           style={"description_width": "initial"}, layout=widgets.Layout(width=CONTROLS_WIDTH))
     return explorer([phrase, slider("beam", 4, 1, 8)], render,
