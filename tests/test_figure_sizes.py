@@ -45,6 +45,10 @@ EXPLORER_FIGURES = {
     "tiles 1x1": lambda: viz.tile_grid_figure(1, 1, 1, 1, False, layout=None, size=(3.6, 3.3)),
     "online softmax 256 by 1": lambda: viz.online_softmax_figure(torch.randn(256), 1, layout=None, size=(5.2, 3.3)),
     "online softmax 1": lambda: viz.online_softmax_figure(torch.randn(1), 64, layout=None, size=(5.2, 3.3)),
+    "softmax scale 4": lambda: viz.softmax_scale_figure(4, layout=None),
+    "softmax scale 512": lambda: viz.softmax_scale_figure(512, layout=None),
+    **{f"sharing {h} by {kv}": lambda h=h, kv=kv: viz.sharing_figure(kv_sharing(h, kv), layout=None)
+       for h, kv in ((1, 1), (16, 1), (16, 16), (12, 4))},
     # notebook 07's (words up to "seventeen", a number's characters) and 17's (BPE tokens), shortest and longest
     "translation 1x1": lambda: viz.translation_figure(torch.ones(1, 1), ["<eos>"], ["三"], "source (key)"),
     "translation numerals": lambda: viz.translation_figure(
@@ -105,8 +109,16 @@ def test_every_text_shows_at_least_14_px_at_1366(name):
     assert viz.shown_px(smallest, figure) == pytest.approx(min(sizes.values()), rel=0.02)
 
 
+@pytest.fixture(params=["en", "zh"])
+def language(request):
+    """Each edition's labels (Chinese draws taller and in other widths), English again afterwards."""
+    wt.set_language(request.param)
+    yield request.param
+    wt.set_language("en")
+
+
 @pytest.mark.parametrize("name", EXPLORER_FIGURES)
-def test_explorer_figures_clip_no_text_and_overlap_no_tick_labels(name):
+def test_explorer_figures_clip_no_text_and_overlap_no_tick_labels(name, language):
     figure = EXPLORER_FIGURES[name]()
     _width, _dpi, canvas = drawn(figure)
     renderer = canvas.get_renderer()
@@ -171,6 +183,13 @@ def test_a_figure_drawn_again_in_place_looks_as_one_drawn_from_nothing():
     weights = torch.rand(21, 10, generator=torch.Generator().manual_seed(0))
     long = (weights, [f"w{i}" for i in range(20)] + ["<eos>"], list("三百万零五千六七十八"))
     short = (weights[:3, :1], ["thousand", "zero", "<eos>"], ["零"])
+    for first, second in ((16, 16), (1, 1)), ((1, 1), (16, 4)):
+        reused = viz.sharing_figure(kv_sharing(*first), layout=None)
+        reused = viz.sharing_figure(kv_sharing(*second), layout=None, into=reused)
+        assert np.array_equal(png_pixels(reused), png_pixels(viz.sharing_figure(kv_sharing(*second), layout=None)))
+    reused = viz.softmax_scale_figure(512, layout=None)
+    reused = viz.softmax_scale_figure(4, layout=None, into=reused)
+    assert np.array_equal(png_pixels(reused), png_pixels(viz.softmax_scale_figure(4, layout=None)))
     for first, second in ((long, short), (short, long)):  # the size, the slant of the keys and the margin change
         reused = viz.translation_figure(*first, "source (key)")
         reused = viz.translation_figure(*second, "source (key)", into=reused)

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from matplotlib import colormaps, font_manager, rcParams
 from matplotlib.axis import Axis
-from matplotlib.colors import ListedColormap, to_rgb
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import ListedColormap, Normalize, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Rectangle
@@ -668,16 +669,25 @@ def softmax_saturation(d_k: int, queries: int = 256, keys: int = 10, seed: int =
 
 
 @_cjk
-def softmax_scale_figure(d_k: int, shown: int = 8, layout: str | None = "constrained") -> Figure:
+def softmax_scale_figure(d_k: int, shown: int = 8, layout: str | None = "constrained",
+                         into: Figure | None = None) -> Figure:
     """The softmax weights of the first ``shown`` queries of ``softmax_saturation(d_k)``, without and with
-    ÷√d_k, on one colour scale (0 to 1): without the scale most rows are one dark cell."""
+    ÷√d_k, on one colour scale (0 to 1): without the scale most rows are one dark cell.
+
+    ``into``: a figure this function drew before with as many queries, drawn again in place (an explorer's move)."""
     check_positive_int("shown", shown)
     numbers = softmax_saturation(d_k)
     if shown > numbers.queries:
         raise ValueError(_("shown={shown} is more than the {queries} queries measured; show fewer").format(
             shown=shown, queries=numbers.queries))
-    fig = Figure(figsize=(8, 2.9), layout=layout)
-    panels = fig.subplots(1, 2)
+    fig = _reused(into, "scale", (shown, layout))
+    if fig is None:  # the panels placed and the colour bar made first: the tick labels are spaced for their room
+        fig = _mark(Figure(figsize=(8, 2.9), layout=layout), "scale", (shown, layout))
+        panels = fig.subplots(1, 2)
+        if layout is None:
+            fig.subplots_adjust(left=0.07, right=0.98, bottom=0.17, top=0.88, wspace=0.3)
+        fig.colorbar(ScalarMappable(Normalize(0, 1), "Blues"), ax=list(panels), shrink=0.85, label=_("probability"))
+    panels = fig.axes[:2]  # the colour bar's axes are third
     key_names = [f"k{j}" for j in range(numbers.keys)]
     query_names = [f"q{i}" for i in range(shown)]
     for ax, weights, title in ((panels[0], numbers.weights_unscaled,
@@ -686,21 +696,31 @@ def softmax_scale_figure(d_k: int, shown: int = 8, layout: str | None = "constra
                                 _("softmax(q·k / √{d_k}), std {std:.1f}").format(d_k=d_k, std=numbers.std_scaled))):
         heatmap(weights[:shown], query_names, key_names, title=title, ax=ax, cmap="Blues", vmin=0, vmax=1,
                 colorbar=False, xlabel=N_("key"), ylabel=N_("query"))
-    if layout is None:  # before the colorbar, which takes its room from the panels as they are placed
-        fig.subplots_adjust(left=0.07, right=0.98, bottom=0.17, top=0.88, wspace=0.3)
-    fig.colorbar(panels[0].images[0], ax=list(panels), shrink=0.85, label=_("probability"))
     return fig
 
 
 @_cjk
-def sharing_figure(sharing: torch.Tensor, layout: str | None = "constrained") -> Figure:
-    """sharing [H, H_kv] (``cost.kv_sharing``): one row per query head, a dark cell at the K/V head it reads."""
+def sharing_figure(sharing: torch.Tensor, layout: str | None = "constrained", into: Figure | None = None) -> Figure:
+    """sharing [H, H_kv] (``cost.kv_sharing``): one row per query head, a dark cell at the K/V head it reads.
+
+    ``into``: a figure this function drew before, resized and drawn again in place (an explorer's move). With
+    ``layout=None`` the margins are fixed in inches, wide enough for the labels of up to 99 heads."""
     heads, kv_heads = sharing.shape
-    # 8 heads: 256 px high; at least 3.4 in wide, so the title is whole even for one K/V head
-    figure = Figure(figsize=(max(3.4, 1.6 + 0.4 * kv_heads), 0.8 + 0.22 * heads), layout=layout)
+    title = _("{heads} query heads, {kv_heads} K/V head(s)").format(heads=heads, kv_heads=kv_heads)
+    if layout is None:  # margins in inches, the cells' room beside them: as wide as the title at least
+        cells = max(0.4 * kv_heads + 0.3, _text_width_in(title, 12) + 0.2)  # the title: rc's "large", 12 pt
+        wide, high = 1.35 + cells, 1.07 + 0.22 * heads
+    else:  # 8 heads: 256 px high; at least 3.4 in wide, so the title is whole even for one K/V head
+        wide, high = max(3.4, 1.6 + 0.4 * kv_heads), 0.8 + 0.22 * heads
+    figure = _reused(into, "sharing", layout)
+    if figure is None:
+        figure = _mark(Figure(figsize=(wide, high), layout=layout), "sharing", layout)
+        figure.add_subplot()
+    figure.set_size_inches(wide, high)
+    if layout is None:
+        figure.subplots_adjust(left=1.2 / wide, right=1 - 0.15 / wide, bottom=0.78 / high, top=1 - 0.35 / high)
     heatmap(sharing, [_("Q head {head}").format(head=h) for h in range(heads)], [f"KV {j}" for j in range(kv_heads)],
-            ax=figure.add_subplot(), cmap="Blues", vmin=0, vmax=1, colorbar=False,
-            title=_("{heads} query heads, {kv_heads} K/V head(s)").format(heads=heads, kv_heads=kv_heads),
+            ax=figure.axes[0], cmap="Blues", vmin=0, vmax=1, colorbar=False, title=title,
             xlabel=N_("K/V head read"), ylabel=N_("query head"))
     return figure
 

@@ -243,7 +243,9 @@ def scale_explorer() -> Explorer:
     """Notebook 02: what ÷√d_k does. Random unit-variance q, k (fixed seed): score std, the largest softmax
     weight, rows near one-hot, with and without the scale, and a picture of the weights."""
     def render(d_k):
-        return viz.softmax_scale_figure(d_k, layout=None), _Text(repr(viz.softmax_saturation(d_k)))
+        drawn["figure"] = viz.softmax_scale_figure(d_k, layout=None, into=drawn.get("figure"))
+        return drawn["figure"], _Text(repr(viz.softmax_saturation(d_k)))
+    drawn = {}  # the figure of the last move, drawn again in place: its axes and ticks are not made again
     choices = [2 ** p for p in range(2, 10)]  # 4 ... 512
     d_k = widgets.SelectionSlider(options=choices, value=BASE.d_k, description="d_k", continuous_update=False,
                                   style={"description_width": "initial"}, layout=widgets.Layout(width=CONTROLS_WIDTH))
@@ -442,7 +444,9 @@ def gqa_explorer() -> Explorer:
             k_shape=list(costs.k_shape), group=heads // kv_heads, weights=costs.attention_parameters, heads=heads,
             full_weights=full.attention_parameters, layers=layers, cache=costs.kv_bytes_per_token,
             full_cache=full.kv_bytes_per_token))
-        return table, summary, viz.sharing_figure(kv_sharing(heads, kv_heads))
+        drawn["figure"] = viz.sharing_figure(kv_sharing(heads, kv_heads), layout=None, into=drawn.get("figure"))
+        return table, summary, drawn["figure"]
+    drawn = {}  # the figure of the last move, drawn again in place: its axes and ticks are not made again
     return explorer([slider("heads", BASE.num_heads, 1, 16), slider("kv_heads", BASE.num_heads, 1, 16),
                      slider("d_model", BASE.d_model, 16, 1024, 16), slider("layers", BASE.num_layers, 1, 12)],
                     render, _("Before you move kv_heads from {heads} to 2: what will K's shape be, and by how much "
