@@ -699,14 +699,19 @@ def modern_block_costs(cfg: GPTConfig, batch: int, length: int) -> dict[str, int
     """What the block's choices change, from the real GPT built on the meta device: its parameters (a tied matrix
     once), the forward's matmul FLOPs on [batch, length] ids (counted by torch's FlopCounterMode), the KV cache's
     bytes for those batch·length tokens (float32), and RoPE's slowest pair's wavelength in tokens (None without
-    RoPE)."""
+    RoPE). Every layer is alike: a model of one layer is counted, and the other layers' share added (counting
+    all six was nearly all of a move)."""
     with torch.device("meta"):
-        model = GPT(cfg).eval()
+        model = GPT(dataclasses.replace(cfg, num_layers=1)).eval()
     ids = torch.zeros(batch, length, dtype=torch.long, device="meta")  # [B, L]: only the shape matters
     with FlopCounterMode(display=False) as counter, torch.inference_mode():
         model(ids)
+    more = cfg.num_layers - 1
+    layer_flops = sum(counter.get_flop_counts()["GPT.decoder.layers.0"].values())
+    layer_parameters = sum(p.numel() for p in model.decoder.layers[0].parameters())
     slowest = float(rope_frequencies(cfg.d_k, dtype=torch.float64, base=cfg.rope_base).min())
-    return {"parameters": sum(p.numel() for p in model.parameters()), "flops": counter.get_total_flops(),
+    return {"parameters": sum(p.numel() for p in model.parameters()) + more * layer_parameters,
+            "flops": counter.get_total_flops() + more * layer_flops,
             "kv_cache_bytes": gqa_costs(cfg, batch, length).kv_bytes_per_token * batch * length,
             "rope_wavelength": 2 * math.pi / slowest if cfg.positions == "rope" else None}
 
