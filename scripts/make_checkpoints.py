@@ -144,9 +144,8 @@ def make(shipped: Shipped) -> None:
     seconds = time.perf_counter() - start
     shipped.checkpoint.parent.mkdir(exist_ok=True)
     shipped.save(trainer, shipped.checkpoint, optimizer=False)
-    machine = f"{usable_cores()} CPU cores shared with other work, {THREADS} torch thread(s)"
     manifest = {"settings": asdict(trainer.settings), "threads": THREADS, "torch": torch.__version__,
-                "steps": trainer.step, "training_seconds": round(seconds, 1), "machine": machine,
+                "steps": trainer.step, "training_seconds": round(seconds, 1), "cores": usable_cores(),
                 "check_step": shipped.check_step, "fingerprints": {str(k): v for k, v in fingerprints.items()},
                 **shipped.describe(trainer)}
     shipped.manifest_path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
