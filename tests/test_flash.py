@@ -291,6 +291,33 @@ def test_the_explorer_redraws_and_counts():
     assert "computed  64 of 64" in explorer.text() and "skipped   0" in explorer.text()
 
 
+def test_the_explorer_draws_the_running_softmax_again_only_when_it_changes():
+    """The row's picture depends on L_k and block_k (and the language): a move of L_q, block_q or causal shows the
+    picture it had, not one drawn again; a move of L_k, block_k or the language draws the one a new explorer would."""
+    explorer = wt.widgets.flash_explorer()
+
+    def row():  # the third output area: the running max and sum
+        return explorer.outputs[2].outputs[0]["data"]["image/png"]
+    shown = row()
+    for name, value in (("L_q", 100), ("block_q", 4), ("causal", False)):
+        explorer.control(name).value = value
+        assert row() == shown, f"moving {name} changed the running softmax"
+    for name, value in (("L_k", 100), ("block_k", 4)):
+        explorer.control(name).value = value
+        assert row() != shown, f"moving {name} left the running softmax as it was"
+        shown = row()
+    fresh = wt.widgets.flash_explorer()
+    for name in ("L_q", "L_k", "block_q", "block_k", "causal"):
+        fresh.control(name).value = explorer.control(name).value
+    assert fresh.outputs[2].outputs[0]["data"]["image/png"] == row()
+    wt.set_language("zh")
+    try:
+        explorer.control("L_q").value = 64
+        assert row() != shown, "the language changed but the running softmax kept its English"
+    finally:
+        wt.set_language("en")
+
+
 def test_the_exercise_names_a_forgotten_rescale(capsys):
     def forgot_the_rescale(m, sum_exp, acc, scores, v):
         m_new = torch.maximum(m, scores.amax(-1))

@@ -40,7 +40,7 @@ from .distributed import check_global_batch, rank_memory, ring_all_reduce_bytes,
 from .flash import flash_tiles
 from .gpt import GPT
 from .gradients import GradientTable, parameter_gradients, trace_gradients
-from .i18n import N_, _, ljust, pgettext
+from .i18n import N_, _, get_language, ljust, pgettext
 from .language_model import prompt_ids
 from .masks import causal_mask, padding_mask
 from .memory import crossover_length, training_memory
@@ -380,8 +380,16 @@ def real_translation_explorer(translator) -> Explorer:
                       "change the greedy answer?"))
 
 
+@dataclasses.dataclass(frozen=True)
+class _Shown:
+    """A display output made on an earlier move, shown again as it was (nothing drawn or encoded again)."""
+    output: dict
+
+
 def _output(part) -> dict:
     """One object as a notebook display output: PNG for a figure, HTML and text for the rest."""
+    if isinstance(part, _Shown):
+        return part.output
     data = {"text/plain": repr(part)}
     if isinstance(part, Figure):
         if not isinstance(part.canvas, FigureCanvasAgg):  # kept with the figure: a figure drawn again in place
@@ -527,8 +535,10 @@ def flash_explorer() -> Explorer:
         # margins in inches (layout=None): constrained layout would cost a third of every move
         drawn["tiles"] = viz.tile_grid_figure(L_q, L_k, block_q, block_k, causal, layout=None, size=(3.6, 3.3),
                                               into=drawn.get("tiles"))
-        drawn["row"] = viz.online_softmax_figure(row, block_k, layout=None, size=(5.2, 3.3), into=drawn.get("row"))
-        return drawn["tiles"], summary, drawn["row"]
+        if drawn.get("row_of") != (L_k, block_k, get_language()):  # a move of L_q, block_q or causal keeps the row
+            drawn["row"] = viz.online_softmax_figure(row, block_k, layout=None, size=(5.2, 3.3), into=drawn.get("row"))
+            drawn["row_shown"], drawn["row_of"] = _Shown(_output(drawn["row"])), (L_k, block_k, get_language())
+        return drawn["tiles"], summary, drawn["row_shown"]
     drawn = {}  # the figures of the last move, drawn again in place: their axes and ticks are not made again
     causal = widgets.Checkbox(value=True, description="causal", indent=False,
                               layout=widgets.Layout(width=CONTROLS_WIDTH))
