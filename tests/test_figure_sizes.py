@@ -180,9 +180,6 @@ def test_a_figure_drawn_again_in_place_looks_as_one_drawn_from_nothing():
     reused = viz.cache_figure(6, 30, 20)
     reused = viz.cache_figure(6, 5, 3, into=reused)
     assert np.array_equal(png_pixels(reused), png_pixels(viz.cache_figure(6, 5, 3)))
-    weights = torch.rand(21, 10, generator=torch.Generator().manual_seed(0))
-    long = (weights, [f"w{i}" for i in range(20)] + ["<eos>"], list("三百万零五千六七十八"))
-    short = (weights[:3, :1], ["thousand", "zero", "<eos>"], ["零"])
     for first, second in ((16, 16), (1, 1)), ((1, 1), (16, 4)):
         reused = viz.sharing_figure(kv_sharing(*first), layout=None)
         reused = viz.sharing_figure(kv_sharing(*second), layout=None, into=reused)
@@ -190,6 +187,9 @@ def test_a_figure_drawn_again_in_place_looks_as_one_drawn_from_nothing():
     reused = viz.softmax_scale_figure(512, layout=None)
     reused = viz.softmax_scale_figure(4, layout=None, into=reused)
     assert np.array_equal(png_pixels(reused), png_pixels(viz.softmax_scale_figure(4, layout=None)))
+    weights = torch.rand(21, 10, generator=torch.Generator().manual_seed(0))
+    long = (weights, [f"w{i}" for i in range(20)] + ["<eos>"], list("三百万零五千六七十八"))
+    short = (weights[:3, :1], ["thousand", "zero", "<eos>"], ["零"])
     for first, second in ((long, short), (short, long)):  # the size, the slant of the keys and the margin change
         reused = viz.translation_figure(*first, "source (key)")
         reused = viz.translation_figure(*second, "source (key)", into=reused)

@@ -372,7 +372,7 @@ def real_translation_explorer(translator) -> Explorer:
         drawn["figure"] = viz.translation_figure(weights, predicted, source, N_("source token (key)"), key_width=0.5,
                                                  into=drawn.get("figure"))
         return summary, drawn["figure"]
-    drawn = {}
+    drawn = {}  # the figure of the last move, drawn again in place: its axes and ticks are not made again
     phrase = widgets.Text(value="早上好", description="phrase", continuous_update=False,
                           style={"description_width": "initial"}, layout=widgets.Layout(width=CONTROLS_WIDTH))
     return explorer([phrase, slider("beam", 4, 1, 8)], render,
