@@ -405,11 +405,17 @@ from tests.test_i18n import PO, output_texts, read_catalog  # noqa: E402
 # for as it is; the glossary's own form (前置归一化 holds no 前归一化) and the English inside a first use's brackets
 # (前置归一化（pre-norm）) are not uses of a variant.
 VARIANTS = {
-    "pre-norm": (r"(?<!置)前归一化", r"(?i)\bpre-?norm\b", r"前置层归一化"),
-    "post-norm": (r"(?<!置)后归一化", r"(?i)\bpost-?norm\b", r"后置层归一化"),
-    "stack": (r"堆栈", r"一叠层", r"(?i)\bstacks?\b"),
+    "pre-norm": (r"(?<!置)前归一化", r"前置层归一化"),
+    "post-norm": (r"(?<!置)后归一化", r"后置层归一化"),
+    "stack": (r"堆栈", r"一叠层"),
     "logits": (r"逻辑值", r"对数概率值"),
-    "data parallel": (r"data parallel，DDP", r"(?i)\bdata parallel\b(?!）)"),
+    "data parallel": (r"data parallel，DDP",),
+    "batch": (r"批次",),
+    "KV cache": (r"KV ?缓存", r"K/V ?缓存"),
+    "output head": (r"输出层",),
+    "embedding": (r"词嵌入",),
+    "FLOPs": (r"浮点运算",),
+    "meta device": (r"元设备",),
 }
 NOTEBOOK_NAMED = r"笔记本 ?\d"  # a notebook is 第 07 节 (the glossary's rule 4)
 BRACKETS = re.compile(r"（[^（）]*）|\([^()]*\)")
@@ -428,11 +434,35 @@ def chinese_texts() -> dict[str, str]:
     return texts
 
 
-def variants_used(text: str) -> list[str]:
-    """The variants (and 笔记本 NN) in a text, its brackets' English glosses aside."""
+CODE_NEIGHBOURS = "/=%._∂*[]"  # `batch // world`, `∂loss`, `*Attention Is All You Need*`: code, math, a title
+
+
+def english_words(terms: list[Term]) -> dict[str, str]:
+    """A pattern for each glossary term's English words, by its English: the English a Chinese sentence must not
+    use in the term's place. Abbreviations and names (FFN, LayerNorm, RoPE, FLOPs, Q/K/V) stay as they are."""
+    words = lambda term: [form for form in term.english if form == form.lower()]  # noqa: E731
+    return {term.english[0]: "|".join(re.escape(form).replace(r"\ ", "[ -]") for form in words(term))
+            for term in terms if words(term) and not set(term.chinese) & set(term.english)}
+
+
+def bare_english(text: str, terms: list[Term]) -> list[str]:
+    """Each glossary term written in English words in running Chinese text (not beside code or math)."""
+    found = []
+    for english, pattern in english_words(terms).items():
+        for match in re.finditer(rf"(?i)(?<![A-Za-z-])(?:{pattern})(?:s|es)?(?![A-Za-z-])", text):
+            before, after = text[:match.start()].rstrip()[-1:], text[match.end():].lstrip()[:1]
+            if not {before, after} & set(CODE_NEIGHBOURS):
+                found.append(f"{english}: {match.group()}")
+    return found
+
+
+def variants_used(text: str, prose_words: bool = True) -> list[str]:
+    """The variants (and 笔记本 NN) in a text, its brackets' English glosses aside; with `prose_words`, also a
+    glossary term's English standing where its Chinese belongs."""
     unglossed = BRACKETS.sub(lambda m: " " if re.search(r"[A-Za-z]", m.group()) else m.group(), text)
     found = [f"{term}: {match.group()}" for term, patterns in VARIANTS.items() for pattern in patterns
              for match in re.finditer(pattern, unglossed)]
+    found += bare_english(unglossed, glossary()) if prose_words else []
     return found + [f"notebook: {match.group()}" for match in re.finditer(NOTEBOOK_NAMED, text)]
 
 
@@ -448,7 +478,66 @@ def test_variants_used_finds_variants_and_lets_the_glossarys_word_be():
     assert variants_used("用 pre-norm 训练") == ["pre-norm: pre-norm"]
 
 
+# An English edition's gloss: "the **logits** (对数几率)", "a query (查询, what it looks for)".
+GLOSSED = re.compile(rf"([A-Za-z][A-Za-z -]*?)\**\s*\(([^()]*[{CJK}][^()]*)\)")
+
+
+def english_glosses(text: str) -> list[tuple[str, str]]:
+    """The (English, Chinese) pairs an English text gives: each gloss in brackets after its English, and each row
+    of a table whose header names the 中文 column (cells split on commas, brackets' asides dropped)."""
+    pairs = [(m.group(1), m.group(2)) for m in GLOSSED.finditer(text)]
+    for table in re.findall(r"(?m)^\|[^\n]*\| 中文 \|[^\n]*\n(?:\|[^\n]*\n?)+", text):
+        header, _, *rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()]
+        english, chinese = header.index(next(h for h in header if h.startswith("English"))), header.index("中文")
+        for row in rows:
+            words = [re.sub(r"\s*\(.*?\)", "", cell).split(", ") for cell in (row[english], row[chinese])]
+            pairs += zip(*words) if len(words[0]) == len(words[1]) else []
+    return pairs
+
+
+def gloss_problems(text: str, terms: list[Term]) -> list[str]:
+    """Each gloss whose English ends in a glossary term (the longest that fits) but whose Chinese does not hold
+    that term's 中文: the English edition teaches the Chinese word too, so it must teach the glossary's."""
+    normal = lambda s: s.lower().replace("isation", "ization")  # noqa: E731
+    problems = []
+    for english, chinese in english_glosses(text):
+        fits = [(len(form), term) for term in terms for form in term.english
+                if re.search(rf"(?<![a-z]){re.escape(normal(form))}(?:s|es)?$", normal(english.strip()))]
+        if fits:
+            term = max(fits, key=lambda fit: fit[0])[1]
+            if not any(form in chinese for form in term.chinese):
+                problems.append(f"{english.strip()} ({chinese}): the glossary's word is {term.chinese[0]}")
+    return problems
+
+
+def test_gloss_problems_takes_the_longest_term_and_reads_tables():
+    terms = glossary()
+    assert gloss_problems("The output head (输出头) gives the **logits** (对数几率).", terms) == []
+    assert gloss_problems("the output head (输出层) and the logits (逻辑值)", terms) == [
+        "the output head (输出层): the glossary's word is 输出头",
+        "and the logits (逻辑值): the glossary's word is 对数几率"]
+    table = ("| English | 中文 | where |\n|---|---|---|\n"
+             "| embedding, causal (look-ahead) mask | 词嵌入, 因果掩码 (前瞻) | 01 |\n")
+    assert english_glosses(table) == [("embedding", "词嵌入"), ("causal mask", "因果掩码")]
+    assert gloss_problems(table, terms) == []  # a table's cell holds the term's word: 词嵌入 holds 嵌入
+    assert gloss_problems("| English | 中文 |\n|---|---|\n| layer normalisation | 归一化 |\n", terms)
+
+
+def test_the_english_edition_glosses_each_term_with_the_glossarys_chinese():
+    english = {f"{p.name}": prose(zh_sync.read_notebook(p)) for p in ENGLISH}
+    english |= {str(path.relative_to(ROOT)): re.sub(r"(?s)```.*?```|`[^`\n]*`", " ", path.read_text(encoding="utf-8"))
+                for path in
+                [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+                if not path.name.endswith(".zh.md") and path != GLOSSARY}
+    found = {where: problems for where, text in english.items() if (problems := gloss_problems(text, glossary()))}
+    assert not found, "docs/glossary.md gives one Chinese word per term: " + "; ".join(
+        f"{where}: {problems}" for where, problems in found.items())
+
+
 def test_each_glossary_term_has_one_chinese_rendering():
-    found = {where: used for where, text in chinese_texts().items() if (used := variants_used(text))}
+    # Outputs print code's own names (decoder.layers.0) and the catalog names arguments as the code does (`logits
+    # must be [B, L, V]`), so only prose is held to the glossary's words; variants are found everywhere.
+    found = {where: used for where, text in chinese_texts().items()
+             if (used := variants_used(text, prose_words=not where.endswith(("outputs", ".po"))))}
     assert not found, ("docs/glossary.md gives one Chinese word per term; these use another (write the glossary's): "
                        + "; ".join(f"{where}: {sorted(set(used))}" for where, used in found.items()))
