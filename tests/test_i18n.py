@@ -16,6 +16,7 @@ import subprocess
 import sys
 import zipfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
@@ -360,27 +361,43 @@ def test_a_figures_text_is_chinese(chinese, name):
     assert not left, f"viz.{name} draws English under the zh locale (wrap it in _(), then `make messages`): {left}"
 
 
-def no_argument_explorers():
+def every_explorer() -> list[tuple[str, Callable, Callable]]:
+    """Each explorer of the package, made as its notebook makes it: the three that take a model get a shipped one
+    (or, for 07's, an untrained numeral trainer). A new explorer that needs arguments fails here until it has some."""
     widgets = pytest.importorskip("walkthrough.widgets")
-    return [getattr(widgets, name) for name in sorted(dir(widgets)) if name.endswith("_explorer")
-            and not [p for p in inspect.signature(getattr(widgets, name)).parameters.values()
-                     if p.default is inspect.Parameter.empty]]
+    gpt = wt.load_gpt_checkpoint(wt.shipped_file("checkpoints", "gpt_numerals.pt"))
+    arguments = {
+        "translation_explorer": lambda: (wt.Trainer(wt.TrainSettings(d_model=16, d_ff=32, num_layers=1, steps=2)),),
+        "real_translation_explorer": lambda: (wt.load_translator(wt.shipped_file("checkpoints", "cedict.pt")),),
+        "sampling_explorer": lambda: (gpt.model, gpt.vocab),
+    }
+    made = []
+    for name in sorted(n for n in dir(widgets) if n.endswith("_explorer")):
+        make = getattr(widgets, name)
+        needs = [p for p in inspect.signature(make).parameters.values() if p.default is inspect.Parameter.empty]
+        assert not needs or name in arguments, f"{name} takes {needs}: give it arguments in every_explorer()"
+        made.append((name, make, arguments.get(name, tuple)))
+    return made
 
 
 def test_an_explorers_controls_and_figures_are_chinese(chinese, monkeypatch):
-    """Every control's label, and every figure an explorer draws as it first renders, read by a Chinese student."""
+    """Every control's label and every option a control offers, and every figure an explorer draws as it first
+    renders, read by a Chinese student: all the explorers, those that take a model included."""
     widgets = pytest.importorskip("walkthrough.widgets")
     figures = []
     monkeypatch.setattr(widgets, "_output", lambda part, real=widgets._output: (
         figures.append(part) if hasattr(part, "savefig") else None, real(part))[1])
-    made = no_argument_explorers()
-    assert len(made) >= 15
-    for make in made:
-        explorer = make()
+    made = every_explorer()
+    assert len(made) >= 18
+    for name, make, arguments in made:
+        explorer = make(*arguments())
         labels = [c.description for c in explorer.controls]
         english = [label for label in labels if not (CHINESE.search(label) or SYMBOL.match(label))]
-        assert not english, f"{make.__name__}: controls labelled in English (widgets.control_labels): {english}"
+        assert not english, f"{name}: controls labelled in English (widgets.control_labels): {english}"
         assert [explorer.control(c.keyword) for c in explorer.controls] == explorer.controls
+        options = [label for c in explorer.controls for label in getattr(c, "_options_labels", ())]
+        left = [label for label in options if english_left(label)]
+        assert not left, f"{name}: options shown in English (label them, as modern_block_explorer does): {left}"
     texts = [text for figure in figures for text in drawn_texts(figure)]
     assert texts
     left = sorted({text for text in texts if english_left(text)})

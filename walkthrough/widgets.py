@@ -692,6 +692,7 @@ MODERN_BLOCK_STEPS = {  # the feed-forward's named steps for each activation, af
     "gelu_tanh": ("k_transpose", "ffn_activated", "ffn_out"),
     "swiglu": ("k_transpose", "ffn_gate", "ffn_up", "ffn_activated", "ffn_out"),
 }
+ACTIVATION_LABELS = ("ReLU", "GELU", "SwiGLU")  # the buttons' names for MODERN_BLOCK_STEPS' activations, in order
 
 
 def modern_block_config(norm: str = "layer", activation: str = "relu", positions: str = "learned",
@@ -752,16 +753,18 @@ def modern_block_explorer() -> Explorer:
         return table, summary
 
     def toggles(name: str, options: Sequence, value) -> widgets.ToggleButtons:
+        """Buttons that show each option by its label and give ``render`` its value (the GPTConfig option)."""
         return widgets.ToggleButtons(options=options, value=value, description=name,
                                      style={"description_width": "initial", "button_width": "74px"},
                                      layout=widgets.Layout(width=CONTROLS_WIDTH))
 
     tied = widgets.Checkbox(value=False, description="tied", indent=False, layout=widgets.Layout(width=CONTROLS_WIDTH))
-    return explorer([toggles("norm", ("layer", "rms"), "layer"),
-                     toggles("activation", tuple(MODERN_BLOCK_STEPS), "relu"),
-                     toggles("positions", ("learned", "rope"), "learned"), toggles("rope_base", (10000, 500000), 10000),
+    return explorer([toggles("norm", (("LayerNorm", "layer"), ("RMSNorm", "rms")), "layer"),
+                     toggles("activation", tuple(zip(ACTIVATION_LABELS, MODERN_BLOCK_STEPS)), "relu"),
+                     toggles("positions", ((pgettext("option", "learned"), "learned"), ("RoPE", "rope")), "learned"),
+                     toggles("rope_base", (10000, 500000), 10000),
                      slider("kv_heads", BASE.num_heads, 1, BASE.num_heads), tied], render,
-                    _("Before you switch activation to swiglu: which rows appear in layer 0's feed-forward, and by "
+                    _("Before you switch activation to SwiGLU: which rows appear in layer 0's feed-forward, and by "
                       "how much do the parameters grow? Then move kv_heads from 8 to 2: what shrinks, what stays?"))
 
 
