@@ -16,6 +16,7 @@ The tests here check that measurement: it catches a peak that was freed again, a
 fails while one under it passes.
 """
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,41 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT_MB = 700
+# docs/teaching.md's table of each English notebook's peak (and its twin in teaching.zh.md) is the measurement:
+# nbval's run records each peak in build/kernel-peaks/ and fails a notebook whose stated peak is more than
+# DRIFT_MB from it; tools/kernel_peaks.py writes the recorded peaks into both tables.
+TEACHING_DOCS = (ROOT / "docs" / "teaching.md", ROOT / "docs" / "teaching.zh.md")
+RECORDED = ROOT / "build" / "kernel-peaks"
+DRIFT_MB = 100
+PEAKS_TABLE = re.compile(r"( *)<!-- kernel peaks[^>]*-->\n((?:\1\|[^\n]*\|\n){2}\1\|[^\n]*\|)")  # indented in a list
+
+
+def stated_peaks(text: str) -> dict[str, int]:
+    """The table's peaks by notebook number: its first row names the notebooks, its last gives their MB."""
+    match = PEAKS_TABLE.search(text)
+    if not match:
+        return {}
+    numbers, _, peaks = [[cell.strip() for cell in row.strip(" |").split("|")[1:]]
+                         for row in match.group(2).splitlines()]
+    return dict(zip(numbers, map(int, peaks)))
+
+
+def peaks_table(peaks: dict[str, int], header: tuple[str, str], indent: str = "") -> str:
+    numbers = sorted(peaks)
+    return "\n".join(indent + row for row in [f"| {header[0]} | " + " | ".join(numbers) + " |",
+                                               "|---" * (len(numbers) + 1) + "|",
+                                               f"| {header[1]} | " + " | ".join(str(peaks[n]) for n in numbers) + " |"])
+
+
+def drift(number: str, measured: float, stated: dict[str, int]) -> str | None:
+    """What is wrong with the stated peak of notebook ``number`` against this run's measurement, if anything."""
+    fix = "run tools/kernel_peaks.py after `make test` (it writes the peaks nbval's run recorded)"
+    if number not in stated:
+        return f"docs/teaching.md's table of kernel peaks has no {number}: {fix}"
+    if abs(measured - stated[number]) > DRIFT_MB:
+        return (f"docs/teaching.md says notebook {number}'s kernel peaks at {stated[number]} MB; nbval's run "
+                f"measured {measured:.0f} MB, more than {DRIFT_MB} MB apart: {fix}")
+    return None
 
 
 def peak_resident_mb(pid: int) -> float:
@@ -82,3 +118,21 @@ def run_plugin_on(folder, notebooks: dict[str, list[str]], outputs: dict[str, di
          *(str(folder / f"{name}.ipynb") for name in notebooks)],
         cwd=ROOT, capture_output=True, text=True, timeout=None)
     return result.stdout
+
+
+def test_the_docs_state_a_peak_for_every_notebook_under_the_budget_in_both_languages():
+    numbers = {path.name[:2] for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    english, chinese = (stated_peaks(path.read_text(encoding="utf-8")) for path in TEACHING_DOCS)
+    assert set(english) == numbers, f"docs/teaching.md's kernel peaks: {sorted(numbers ^ set(english))}"
+    assert chinese == english, "docs/teaching.zh.md states other peaks than docs/teaching.md"
+    assert max(english.values()) < LIMIT_MB
+
+
+def test_a_stated_peak_is_held_to_the_measurement():
+    table = peaks_table({"06": 600, "07": 450}, ("notebook", "MB"), indent="  ")
+    stated = stated_peaks(f"- a list item:\n  <!-- kernel peaks -->\n{table}\n")
+    assert stated == {"06": 600, "07": 450}
+    assert drift("06", 640, stated) is None and drift("07", 450 - DRIFT_MB, stated) is None
+    assert "says notebook 06's kernel peaks at 600 MB; nbval's run measured 701 MB" in drift("06", 701, stated)
+    assert "measured 349 MB" in drift("07", 349, stated)
+    assert "has no 08" in drift("08", 400, stated)
