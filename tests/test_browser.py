@@ -370,6 +370,31 @@ def test_the_clickers_page_down_walks_every_cell_of_the_deck_in_order(open_noteb
     notebook.check(notebook.press("ArrowRight") == expected[-2], "→ did not step on one cell")
 
 
+def slide_starts(name: str) -> list[int]:
+    """The first cell of each slide (and sub-slide) the deck shows."""
+    cells = nbformat.read(NOTEBOOK_DIR / name, as_version=4).cells
+    return [i for i in deck_cells(name)
+            if i == 0 or cells[i].metadata.get("slideshow", {}).get("slide_type") in ("slide", "subslide")]
+
+
+def test_down_and_up_skip_to_the_next_and_previous_slide(open_notebook):
+    """One press per cell lets Shift+Enter run a slide cell by cell; a teacher who is late skips with ↓ (the next
+    slide's first cell, from anywhere on a slide) and ↑ (back a slide), as docs/teaching.md says."""
+    name = "08_kv_cache.ipynb"
+    notebook = open_notebook(name)
+    notebook.start_deck()
+    starts = slide_starts(name)
+    shown = ".jp-Deck .jp-Cell.jp-mod-active.jp-deck-mod-visible"
+    for start in starts[1:4]:
+        notebook.check(notebook.press("ArrowDown") == start, f"↓ did not go to the next slide, at cell {start}")
+        notebook.check(notebook.page.locator(shown).count() == 1, f"↓ made cell {start} active but not shown")
+    notebook.press("PageDown")  # inside the slide: ↓ still goes to the next slide's start, not the next cell
+    notebook.check(notebook.press("ArrowDown") == starts[4], f"↓ from inside a slide did not reach cell {starts[4]}")
+    notebook.check(notebook.press("ArrowUp") == starts[3], f"↑ did not go back to the slide at cell {starts[3]}")
+    notebook.check(notebook.page.locator(shown).count() == 1, f"↑ made cell {starts[3]} active but not shown")
+    notebook.check(notebook.press("PageDown") == starts[3] + 1, "PageDown after a skip did not walk on one cell")
+
+
 def test_leaving_the_deck_works_from_a_widgets_text_box(open_notebook):
     """Alt+R and Esc leave Deck mode even while the cursor is in a widget's text box (a predict-the-shape
     answer), where JupyterLab ignores its own shortcuts."""

@@ -3,7 +3,7 @@
 // base URL: JupyterHub, Binder) and "./extension" (three plugins: fold the left sidebar once the layout is
 // restored, so a notebook gets the whole width of a projector, Ctrl+B or the folder icon bringing it back;
 // a way out of Deck mode (jupyterlab-slideshow) that always works from the keyboard; and a clicker that
-// keeps walking the deck after a slider has moved).
+// keeps walking the deck after a slider has moved, with ↓ and ↑ to skip a slide).
 var _JUPYTERLAB;
 (function () {
   var here = document.currentScript.src.replace(/[^/]*$/, "");
@@ -164,8 +164,45 @@ var _JUPYTERLAB;
         return !focused || focused === document.body || inWidget(focused) || !focused.closest(".jp-Notebook");
       }
 
+      // ↓ and ↑ skip a slide: the deck's own keys move one cell at a time, so a teacher who is late would press
+      // through every cell. ↓ makes the next slide's first cell active (from anywhere on a slide), ↑ the first cell
+      // of this slide, or of the one before when already there; the deck shows the active cell's slide.
+      function startsSlide(cell) {
+        var slide = cell.model.getMetadata("slideshow") || {};
+        return slide.slide_type === "slide" || slide.slide_type === "subslide";
+      }
+
+      function skipSlide(step) {
+        var panel = app.shell.currentWidget;
+        var notebook = panel && panel.content;
+        if (!notebook || !notebook.widgets) {
+          return;
+        }
+        var cells = notebook.widgets;
+        var index = notebook.activeCellIndex + step;
+        while (index > 0 && index < cells.length && !startsSlide(cells[index])) {
+          index += step;
+        }
+        if (index >= 0 && index < cells.length) {
+          notebook.activeCellIndex = index;
+          focusNotebook();
+        }
+      }
+
+      var SKIP = {ArrowDown: 1, ArrowUp: -1};
+
       window.addEventListener("keydown", function (event) {
         var step = DECK_STEP[event.key] || (!inWidget(document.activeElement) && ARROW_STEP[event.key]);
+        var skip = !inWidget(document.activeElement) && SKIP[event.key];
+        if (skip && presenting() && !event.altKey && !event.ctrlKey && !event.metaKey && !event.shiftKey) {
+          var focused = event.target && event.target.closest ? event.target : null;
+          if (!(focused && focused.closest(NOT_OURS))) {
+            event.preventDefault();
+            event.stopPropagation();
+            skipSlide(skip);
+          }
+          return;
+        }
         if (!presenting() || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) {
           return;
         }
