@@ -18,7 +18,8 @@ the milliseconds do not.
 
 The machine's load average is printed before and after: a number measured under load says so.
 ``--wait-for-load`` first waits (up to 15 minutes) until the 1-minute load average is below the value.
-The translation explorer gets an untrained model: it decodes the full 20 steps, the slowest case.
+The translation explorer gets an untrained model: it decodes the full 20 steps, the slowest case. The sampling and
+real-translation explorers get the shipped models their notebooks (12, 17) load.
 """
 
 import argparse
@@ -37,18 +38,19 @@ from walkthrough import viz, widgets
 
 
 def explorer_factories(trainer) -> dict[str, object]:
-    """Every explorer, by name; those that need a trained model get a small untrained trainer."""
+    """Every explorer, by name; 07's gets a small untrained trainer, 12's and 17's the shipped models their notebooks
+    load. An explorer that needs other arguments stops the run: every explorer is measured."""
+    gpt = wt.load_gpt_checkpoint(wt.shipped_file("checkpoints", "gpt_numerals.pt"))
+    models = {"trainer": lambda: (trainer,), "model, vocab": lambda: (gpt.model, gpt.vocab),
+              "translator": lambda: (wt.load_translator(wt.shipped_file("checkpoints", "cedict.pt")),)}
     factories = {}
     for name, make in vars(widgets).items():
         if not name.endswith("_explorer") or not inspect.isfunction(make) or name.startswith("_"):
             continue
-        needs = [p for p in inspect.signature(make).parameters.values() if p.default is p.empty]
-        if not needs:
-            factories[name] = make
-        elif [p.name for p in needs] == ["trainer"]:
-            factories[name] = lambda make=make: make(trainer)
-        else:
-            print(f"(skipped {name}: needs {[p.name for p in needs]})")
+        needs = ", ".join(p.name for p in inspect.signature(make).parameters.values() if p.default is p.empty)
+        if needs and needs not in models:
+            raise SystemExit(f"{name} needs {needs}: give it arguments in explorer_factories()")
+        factories[name] = lambda make=make, needs=needs: make(*models[needs]()) if needs else make()
     return factories
 
 

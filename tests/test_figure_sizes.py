@@ -187,6 +187,11 @@ def test_a_figure_drawn_again_in_place_looks_as_one_drawn_from_nothing():
     reused = viz.softmax_scale_figure(512, layout=None)
     reused = viz.softmax_scale_figure(4, layout=None, into=reused)
     assert np.array_equal(png_pixels(reused), png_pixels(viz.softmax_scale_figure(4, layout=None)))
+    for first, second in (((32, 10, 512, 8), (1, 32, 1024, 16)), ((64, 1, 16, 1), (32, 10, 512, 8))):
+        reused = viz.split_chain_figure(*first, layout=None, size=(9, 2.7))
+        reused = viz.split_chain_figure(*second, layout=None, size=(9, 2.7), into=reused)
+        fresh = viz.split_chain_figure(*second, layout=None, size=(9, 2.7))
+        assert np.array_equal(png_pixels(reused), png_pixels(fresh)), (first, second)
     weights = torch.rand(21, 10, generator=torch.Generator().manual_seed(0))
     long = (weights, [f"w{i}" for i in range(20)] + ["<eos>"], list("三百万零五千六七十八"))
     short = (weights[:3, :1], ["thousand", "zero", "<eos>"], ["零"])

@@ -494,7 +494,8 @@ def _grid(blocks: list[np.ndarray], columns: int, row_gap: int, column_gap: int)
 
 @_cjk
 def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
-                       layout: str | None = "constrained", size: tuple[float, float] = (10, 3.3)) -> Figure:
+                       layout: str | None = "constrained", size: tuple[float, float] = (10, 3.3),
+                       into: Figure | None = None) -> Figure:
     """The split chain as blocks with labelled sides, one colour per head, for one of the B sentences:
 
     x [B, L, D] -> view [B, L, H, d_k] (each token's row cut into H pieces) -> transpose(1, 2)
@@ -502,7 +503,8 @@ def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
 
     Which head each feature lands in is read off the real ``view`` and ``transpose`` applied to a
     tensor of head numbers, and the shapes in the titles come from running them on the meta device.
-    ``size``: width and height in inches (an explorer draws it lower, under its table).
+    ``size``: width and height in inches (an explorer draws it lower, under its table); ``into``: a figure this
+    function drew before at that size, drawn again in place (an explorer's move).
     """
     check_positive_int("batch", batch)
     d_k = _check_split(length, d_model, heads)
@@ -518,8 +520,19 @@ def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
     images = (_rows_apart(owner.numpy(), colours),
               _rows_apart(_side_by_side(per_head, max(1, d_model // (heads * 6)), axis=1), colours),
               _rows_apart(_grid(per_head, columns, row_gap, column_gap), colours))
-    fig = Figure(figsize=size, layout=layout)
-    axes = fig.subplots(1, 3, width_ratios=(1.1, 1.2, 1))
+    fig = _reused(into, "split", (layout, tuple(size)))
+    if fig is None:  # drawn the first time: the panels, and the sheets behind each that stand for the other B - 1
+        fig = _mark(Figure(figsize=size, layout=layout), "split", (layout, tuple(size)))
+        for ax in fig.subplots(1, 3, width_ratios=(1.1, 1.2, 1)):
+            ax.imshow(np.zeros((1, 1, 3)), aspect="auto", interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            for step in (1, 2):
+                ax.add_patch(Rectangle((0.02 * step, 0.03 * step), 1, 1, transform=ax.transAxes, clip_on=False,
+                                       facecolor="#eeeeee", edgecolor="#999999", zorder=-step))
+    axes = fig.axes
+    for label in list(axes[2].texts):  # the head labels of the last move
+        label.remove()
     titles = (f"x  [B, L, D]\n{list(x.shape)}", f"view  [B, L, H, d_k]\n{list(viewed.shape)}",
               f"transpose(1, 2)  [B, H, L, d_k]\n{list(moved.shape)}")
     sides = ((f"D = {d_model}", f"L = {length}"),
@@ -527,15 +540,14 @@ def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
              (_("H = {heads} heads,\neach [L, d_k] = [{length}, {d_k}]").format(heads=heads, length=length, d_k=d_k),
               ""))
     for ax, image, title, (across, down) in zip(axes, images, titles, sides):
-        ax.imshow(image, aspect="auto", interpolation="nearest")
-        ax.set_xticks([])
-        ax.set_yticks([])
+        height, width = image.shape[:2]
+        ax.images[0].set_data(image)
+        ax.images[0].set_extent((-0.5, width - 0.5, height - 0.5, -0.5))
+        ax.set_xlim(-0.5, width - 0.5)
+        ax.set_ylim(height - 0.5, -0.5)
         ax.set_title(title, fontsize=9, y=1.0)
         ax.set_xlabel(across, fontsize=9)
         ax.set_ylabel(down, fontsize=9)
-        for step in (1, 2):  # the other B - 1 sentences, stacked behind this one
-            ax.add_patch(Rectangle((0.02 * step, 0.03 * step), 1, 1, transform=ax.transAxes, clip_on=False,
-                                   facecolor="#eeeeee", edgecolor="#999999", zorder=-step))
     # a head's block is d_k of the grid's columns: "head 10" where it fits in one, else the number alone
     block_in = size[0] * 0.95 * 1 / 3.3 * d_k / images[2].shape[1]  # the third panel's share of the width, roughly
     named = all(_text_width_in(_("head {head}").format(head=h), MIN_FONT_PT) < 0.9 * block_in for h in range(heads))

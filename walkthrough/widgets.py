@@ -228,11 +228,15 @@ def pe_explorer() -> Explorer:
 def split_explorer() -> Explorer:
     """Notebook 02: the encoder self-attention chain, projection -> split -> scores -> merge, with the
     split drawn as blocks (x [B, L, D] -> view [B, L, H, d_k] -> transpose [B, H, L, d_k])."""
+    drawn = {}  # the figure of the last move, drawn into again
+
     def render(batch, src_len, d_model, heads):
         rows = trace_shapes(_config(d_model, heads, layers=1), batch, src_len, 1)
         table = shape_table(rows, within="encoder.layers.0.self_attn", summarise_layers=False,
                             steps=("k", "k_view", "k_transpose", "scores"), highlight=("k_view", "k_transpose"))
-        return table, viz.split_chain_figure(batch, src_len, d_model, heads, layout=None, size=(9, 2.7))
+        drawn["figure"] = viz.split_chain_figure(batch, src_len, d_model, heads, layout=None, size=(9, 2.7),
+                                                 into=drawn.get("figure"))
+        return table, drawn["figure"]
     return explorer([slider("batch", SIZES["batch"], 1, 64), slider("src_len", SIZES["src_len"], 1, 32),
                      slider("d_model", BASE.d_model, 16, 1024, 16), slider("heads", BASE.num_heads, 1, 16)],
                     render, _("Before you move heads from {heads} to {half}: what will K's shape be after the "
@@ -364,14 +368,16 @@ def translation_explorer(trainer) -> Explorer:
 def real_translation_explorer(translator) -> Explorer:
     """Notebook 17: type a Chinese phrase; see the shipped model's English (greedy and beam) and where it looked."""
     def render(phrase, beam):
-        [guess] = translator.translate([phrase])
+        if drawn.get("of") != (phrase, get_language()):  # a move of the beam keeps the greedy answer and its map
+            [drawn["guess"]] = translator.translate([phrase])
+            weights, predicted, source = translator.cross_attention(phrase, drawn["guess"])
+            drawn["figure"] = viz.translation_figure(weights, predicted, source, N_("source token (key)"),
+                                                     key_width=0.5, into=drawn.get("figure"))
+            drawn["shown"], drawn["of"] = _Shown(_output(drawn["figure"])), (phrase, get_language())
         [beamed] = translator.translate([phrase], beam_size=beam)
-        summary = _Text(_("greedy:       {guess}").format(guess=guess) + "\n"
+        summary = _Text(_("greedy:       {guess}").format(guess=drawn["guess"]) + "\n"
                         + _("beam of {beam}:    {beamed}").format(beam=beam, beamed=beamed))
-        weights, predicted, source = translator.cross_attention(phrase, guess)
-        drawn["figure"] = viz.translation_figure(weights, predicted, source, N_("source token (key)"), key_width=0.5,
-                                                 into=drawn.get("figure"))
-        return summary, drawn["figure"]
+        return summary, drawn["shown"]
     drawn = {}  # the figure of the last move, drawn again in place: its axes and ticks are not made again
     phrase = widgets.Text(value="早上好", description="phrase", continuous_update=False,
                           style={"description_width": "initial"}, layout=widgets.Layout(width=CONTROLS_WIDTH))
