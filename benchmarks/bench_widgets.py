@@ -23,7 +23,6 @@ real-translation explorers get the shipped models their notebooks (12, 17) load.
 """
 
 import argparse
-import inspect
 import io
 import os
 import statistics
@@ -35,23 +34,6 @@ from matplotlib.figure import Figure
 
 import walkthrough as wt
 from walkthrough import viz, widgets
-
-
-def explorer_factories(trainer) -> dict[str, object]:
-    """Every explorer, by name; 07's gets a small untrained trainer, 12's and 17's the shipped models their notebooks
-    load. An explorer that needs other arguments stops the run: every explorer is measured."""
-    gpt = wt.load_gpt_checkpoint(wt.shipped_file("checkpoints", "gpt_numerals.pt"))
-    models = {"trainer": lambda: (trainer,), "model, vocab": lambda: (gpt.model, gpt.vocab),
-              "translator": lambda: (wt.load_translator(wt.shipped_file("checkpoints", "cedict.pt")),)}
-    factories = {}
-    for name, make in vars(widgets).items():
-        if not name.endswith("_explorer") or not inspect.isfunction(make) or name.startswith("_"):
-            continue
-        needs = ", ".join(p.name for p in inspect.signature(make).parameters.values() if p.default is p.empty)
-        if needs and needs not in models:
-            raise SystemExit(f"{name} needs {needs}: give it arguments in explorer_factories()")
-        factories[name] = lambda make=make, needs=needs: make(*models[needs]()) if needs else make()
-    return factories
 
 
 def targets(control, moves: int) -> list:
@@ -115,7 +97,7 @@ def main() -> None:
             time.sleep(10)
     print(f"load average before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
     trainer = wt.Trainer(wt.TrainSettings())
-    factories = explorer_factories(trainer)
+    factories = widgets.every_explorer(trainer)
     if args.only:
         factories = {n: f for n, f in factories.items() if any(part in n for part in args.only.split(","))}
     reference = reference_move()

@@ -7,7 +7,6 @@ meets is checked in Chinese: a shape table, an explorer, quiz and exercise feedb
 
 import ast
 import html
-import inspect
 import io
 import os
 import re
@@ -16,7 +15,6 @@ import subprocess
 import sys
 import zipfile
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
@@ -361,25 +359,6 @@ def test_a_figures_text_is_chinese(chinese, name):
     assert not left, f"viz.{name} draws English under the zh locale (wrap it in _(), then `make messages`): {left}"
 
 
-def every_explorer() -> list[tuple[str, Callable, Callable]]:
-    """Each explorer of the package, made as its notebook makes it: the three that take a model get a shipped one
-    (or, for 07's, an untrained numeral trainer). A new explorer that needs arguments fails here until it has some."""
-    widgets = pytest.importorskip("walkthrough.widgets")
-    gpt = wt.load_gpt_checkpoint(wt.shipped_file("checkpoints", "gpt_numerals.pt"))
-    arguments = {
-        "translation_explorer": lambda: (wt.Trainer(wt.TrainSettings(d_model=16, d_ff=32, num_layers=1, steps=2)),),
-        "real_translation_explorer": lambda: (wt.load_translator(wt.shipped_file("checkpoints", "cedict.pt")),),
-        "sampling_explorer": lambda: (gpt.model, gpt.vocab),
-    }
-    made = []
-    for name in sorted(n for n in dir(widgets) if n.endswith("_explorer")):
-        make = getattr(widgets, name)
-        needs = [p for p in inspect.signature(make).parameters.values() if p.default is inspect.Parameter.empty]
-        assert not needs or name in arguments, f"{name} takes {needs}: give it arguments in every_explorer()"
-        made.append((name, make, arguments.get(name, tuple)))
-    return made
-
-
 def test_an_explorers_controls_and_figures_are_chinese(chinese, monkeypatch):
     """Every control's label and every option a control offers, and every figure an explorer draws as it first
     renders, read by a Chinese student: all the explorers, those that take a model included."""
@@ -387,10 +366,10 @@ def test_an_explorers_controls_and_figures_are_chinese(chinese, monkeypatch):
     figures = []
     monkeypatch.setattr(widgets, "_output", lambda part, real=widgets._output: (
         figures.append(part) if hasattr(part, "savefig") else None, real(part))[1])
-    made = every_explorer()
+    made = widgets.every_explorer()
     assert len(made) >= 18
-    for name, make, arguments in made:
-        explorer = make(*arguments())
+    for name, make in made.items():
+        explorer = make()
         labels = [c.description for c in explorer.controls]
         english = [label for label in labels if not (CHINESE.search(label) or SYMBOL.match(label))]
         assert not english, f"{name}: controls labelled in English (widgets.control_labels): {english}"

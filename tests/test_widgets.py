@@ -58,6 +58,15 @@ def test_every_explorer_renders_and_asks_first(make):
     assert body.children[0].children == tuple(explorer.controls), "controls in a column beside the output"
 
 
+def test_every_explorer_names_them_all_and_refuses_one_it_cannot_make(monkeypatch):
+    made = widgets.every_explorer()
+    assert {make.__name__ for make in EXPLORERS} | {"translation_explorer", "sampling_explorer"} <= set(made)
+    assert widgets.every_explorer()["sampling_explorer"]().controls, "12's explorer made with the shipped GPT"
+    monkeypatch.setattr(widgets, "corpus_explorer", lambda corpus: None, raising=False)
+    with pytest.raises(ValueError, match="corpus_explorer needs corpus: give it arguments"):
+        widgets.every_explorer()
+
+
 @pytest.mark.parametrize("make", EXPLORERS)
 def test_every_slider_move_re_renders(make):
     explorer = make()

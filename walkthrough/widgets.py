@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import gc
 import html
+import inspect
 import io
 import math
 import re
@@ -831,3 +832,32 @@ class _TokenBoxes:
             f"text-align:center'><code>{html.escape(self.shown(t))}</code><br><small>{i}</small></span>"
             for t, i in zip(self.tokens, self.ids))
         return f"<div style='max-width:800px'>{boxes}</div>"
+
+
+def every_explorer(trainer=None) -> dict[str, Callable[[], Explorer]]:
+    """Each explorer of the series by name, ready to make as its notebook makes it: 07's with ``trainer`` (a small
+    untrained numeral trainer when None), 12's and 17's with the shipped models. An explorer added later that needs
+    other arguments is an error here, so whatever walks them all (the i18n test, the benchmark) cannot miss it."""
+    from .checkpoints import shipped_file
+    from .language_model import load_gpt_checkpoint
+    from .numeral_task import Trainer, TrainSettings
+    from .translator import load_translator
+
+    def gpt() -> tuple:
+        loaded = load_gpt_checkpoint(shipped_file("checkpoints", "gpt_numerals.pt"))
+        return loaded.model, loaded.vocab
+
+    models = {
+        "trainer": lambda: (trainer or Trainer(TrainSettings(d_model=16, d_ff=32, num_layers=1, steps=2)),),
+        "model, vocab": gpt,
+        "translator": lambda: (load_translator(shipped_file("checkpoints", "cedict.pt")),),
+    }
+    made = {}
+    for name, make in sorted(globals().items()):
+        if not name.endswith("_explorer") or name.startswith("_") or name == "every_explorer" or not callable(make):
+            continue
+        needs = ", ".join(p.name for p in inspect.signature(make).parameters.values() if p.default is p.empty)
+        if needs and needs not in models:
+            raise ValueError(f"{name} needs {needs}: give it arguments in widgets.every_explorer()")
+        made[name] = functools.partial(lambda make, needs: make(*models[needs]()) if needs else make(), make, needs)
+    return made
