@@ -9,15 +9,14 @@ own timeout (--nbval-cell-timeout, 2000 s by default) instead.
 
 One execution. nbval runs a notebook top to bottom in a fresh kernel and compares every cell's output with the
 committed one (its own sanitizers and cell tags, unchanged). That run is also the one the class-budget checks
-need, so each English notebook (notebooks/*.ipynb; the Chinese twins' code is token-identical, tests/
-test_zh_parity.py) gets two more items after its last cell, on the same kernel, before nbval shuts it down:
+need, so each notebook gets more items after its last cell, on the same kernel, before nbval shuts it down:
 
-- `kernel peak memory`: the kernel's own high-water mark (VmHWM) against the class budget
+- `kernel peak memory` (both editions): the kernel's own high-water mark (VmHWM) against the class budget
   (tests/test_kernel_memory.py), read after the last cell, so a model built and freed in the middle counts;
-  another process's load cannot change it. It is recorded in build/kernel-peaks/ and held to the peak
-  docs/teaching.md states (tools/kernel_peaks.py writes the recorded peaks there);
-- `re-run out of order` (all but 07): every code cell again, twice, in a scrambled order
-  (tests/test_rerun_out_of_order.py).
+  another process's load cannot change it. It is recorded in build/kernel-peaks/en/ or zh/ and held to the
+  edition's row of the peaks docs/teaching.md states (tools/kernel_peaks.py writes the recorded peaks there);
+- `re-run out of order` (English, all but 07; the Chinese twins' code is token-identical, tests/
+  test_zh_parity.py): every code cell again, twice, in a scrambled order (tests/test_rerun_out_of_order.py).
 
 Both fail rather than measure a partial run when nbval did not run every cell (`-k`, a cell that was skipped).
 The cells run with history on (store_history), as JupyterLab runs them: a result kept only in `Out[n]` stays
@@ -44,6 +43,7 @@ from tests.test_kernel_memory import (
 from tests.test_rerun_out_of_order import re_runs, scrambled
 
 ENGLISH = Path(__file__).resolve().parents[1] / "notebooks"
+EDITION_FOLDERS = {ENGLISH: "en", ENGLISH / "zh": "zh"}  # the series' notebooks, whose peaks the docs state
 
 
 def pytest_addoption(parser):
@@ -70,9 +70,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         ordered.append(item)
         notebook = item.parent
-        if isinstance(item, IPyNbCell) and item is files[notebook][-1] and notebook.path.parent.resolve() == whole_run:
+        folder = notebook.path.parent.resolve()
+        if isinstance(item, IPyNbCell) and item is files[notebook][-1] and folder in (whole_run, whole_run / "zh"):
             ordered.append(KernelPeak.from_parent(notebook, name="kernel peak memory"))
-            if re_runs(notebook.path):
+            if folder == whole_run and re_runs(notebook.path):
                 ordered.append(ReRunOutOfOrder.from_parent(notebook, name="re-run out of order"))
     # The longest units first, so that two workers finish together: the decks, then the notebooks, then the rest, each
     # in its own order (the sort is stable).
@@ -149,10 +150,11 @@ class KernelPeak(WholeRunCheck):
         print(f"| {number} | {peak:.0f} MB |")
         if peak >= LIMIT_MB:
             pytest.fail(over_budget(self.path, peak, after_each))
-        if self.path.parent.resolve() == ENGLISH.resolve():  # the series' own notebooks: the docs state their peaks
-            RECORDED.mkdir(parents=True, exist_ok=True)
-            (RECORDED / f"{number}.txt").write_text(f"{peak:.0f}\n")
-            if problem := drift(number, peak, stated_peaks(TEACHING_DOCS[0].read_text(encoding="utf-8"))):
+        edition = EDITION_FOLDERS.get(self.path.parent.resolve())
+        if edition:  # the series' own notebooks: the docs state their peaks
+            (RECORDED / edition).mkdir(parents=True, exist_ok=True)
+            (RECORDED / edition / f"{number}.txt").write_text(f"{peak:.0f}\n")
+            if problem := drift(edition, number, peak, stated_peaks(TEACHING_DOCS[0].read_text(encoding="utf-8"))):
                 pytest.fail(problem)
 
 
