@@ -139,6 +139,18 @@ def test_explorer_figures_clip_no_text_and_overlap_no_tick_labels(name, language
                     assert not a.overlaps(b), f"{name}: tick labels overlap: {a.bounds} and {b.bounds}"
 
 
+@pytest.mark.parametrize("name", [*EXPLORER_FIGURES, *NOTEBOOK_FIGURES])
+def test_no_two_texts_overlap(name, language):
+    """Titles, axis and colour-bar labels, tick labels and annotations: no two upright texts share a pixel (slanted
+    tick labels lean over each other's boxes by design; the test above holds them a line apart)."""
+    figure = {**EXPLORER_FIGURES, **NOTEBOOK_FIGURES}[name]()
+    _width, _dpi, canvas = drawn(figure)
+    boxes = [(text, text.get_window_extent(canvas.get_renderer())) for text in shown_texts(figure)]
+    touching = [(a.get_text(), b.get_text()) for i, (a, box_a) in enumerate(boxes) for b, box_b in boxes[i + 1:]
+                if box_a.overlaps(box_b) and not (a.get_rotation() % 180 and b.get_rotation() % 180)]
+    assert not touching, f"{name}: texts drawn over each other: {touching}"
+
+
 def test_the_split_pictures_head_labels_stay_apart():
     for heads in (8, 16):
         figure = viz.split_chain_figure(32, 10, 512, heads, layout=None, size=(9, 2.7))

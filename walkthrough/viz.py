@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Rectangle
 from matplotlib.text import Text
-from matplotlib.ticker import FixedFormatter, FixedLocator, LogFormatter, NullFormatter, ScalarFormatter
+from matplotlib.ticker import FixedFormatter, FixedLocator, LogFormatter, MaxNLocator, NullFormatter, ScalarFormatter
 
 from .checks import check_positive_int
 from .config import ModelConfig
@@ -399,7 +399,7 @@ def pe_figure(length: int, d_model: int, layout: str | None = "constrained", int
     right.set_yticks([-1, 0, 1])  # a sine's range: three labels say it, nine cost a move three times the drawing
     right.set_xlabel(_("position"))
     right.set_ylabel(_("PE value"))
-    right.set_title(_("low columns wiggle fast, high ones slowly"), y=1.0)
+    right.set_title(_("low columns wiggle fast, high ones slowly"), y=1.0, pad=10)  # clear of the tick 1's top
     right.legend(fontsize=MIN_FONT_PT, loc="lower left")
     return fig
 
@@ -746,7 +746,9 @@ def translation_figure(weights, predicted: Sequence[str], source: Sequence[str],
 
     ``into``: a figure this function drew before, resized and drawn again in place (an explorer's move: its axes,
     ticks and colour bar are not made again)."""
-    wide, high = min(max(5.5, 2 + key_width * len(source)), 8), min(1.6 + 0.3 * len(predicted), 4.5)
+    wide = min(max(5.5, 2 + key_width * len(source)), 8)
+    along = _text_width_in(_("predicting (query)"), MIN_FONT_PT)  # the y label stands along the map: as tall
+    high = min(max(1.6 + 0.3 * len(predicted), 1.4 + along), 4.5)
     left = 0.6 + 0.12 * max(width(token) for token in predicted)  # inches: the axis label, then the longest word
     figure = _reused(into, "translation", ())
     if figure is None:
@@ -840,6 +842,8 @@ def tile_grid_figure(L_q: int, L_k: int, block_q: int = 16, block_k: int = 16, c
         ax.plot([offset + 1, offset + 1 + L_q], [0, L_q], color="black", linewidth=1.5)
     ax.set_xlim(0, L_k)
     ax.set_ylim(L_q, 0)  # query 0 on top, as in every attention heatmap
+    for axis in (ax.xaxis, ax.yaxis):  # positions are whole: "0" and "1" at a corner, not "0.0" over "1.0"
+        axis.set_major_locator(MaxNLocator(nbins="auto", integer=True))
     computed = int((kinds > 0).sum())
     skipped = _(", {count} skipped").format(count=kinds.size - computed) if causal else ""
     title = _("{computed} of {total} tiles computed{skipped}").format(computed=computed, total=kinds.size,
@@ -949,7 +953,7 @@ def block_gaps_figure(gaps: dict[str, float], title: str = "", tolerance: float 
     ax.set_yscale("log")
     ax.set_ylim(floor, top)
     ax.set_xticks(range(len(names)), names, rotation=90, fontsize=7)
-    ax.set_ylabel(_("largest |difference|"))
+    ax.set_ylabel(_("max |diff|"))  # short: it stands along bars that the names below leave little height
     ax.set_title(title, fontsize=9)
     return fig
 
