@@ -417,7 +417,9 @@ VARIANTS = {
     "FLOPs": (r"浮点运算",),
     "meta device": (r"元设备",),
 }
-NOTEBOOK_NAMED = r"笔记本 ?\d"  # a notebook is 第 07 节 (the glossary's rule 4)
+# a notebook is 第 07 节, this one 本节 or 这一节, the next 下一节 (the glossary's rule 5); 每本笔记本, 十九本笔记本 and
+# 两个版本笔记本 speak of the files: 本笔记本 is "this notebook" after 这 or where no character comes before it
+NOTEBOOK_NAMED = r"笔记本 ?\d|(?:这|(?<![\u4e00-\u9fff]))本笔记本|[下上]一本"
 BRACKETS = re.compile(r"（[^（）]*）|\([^()]*\)")
 
 
@@ -475,6 +477,9 @@ def test_variants_used_finds_variants_and_lets_the_glossarys_word_be():
     assert variants_used("前置归一化（pre-norm）和后置归一化，见第 07 节") == []
     assert variants_used("前归一化、一叠层，见笔记本 07") == ["pre-norm: 前归一化", "stack: 一叠层",
                                                          "notebook: 笔记本 0"]
+    assert variants_used("这本笔记本讲掩码，下一本讲交叉注意力") == ["notebook: 这本笔记本", "notebook: 下一本"]
+    assert variants_used("本节讲掩码，下一节讲交叉注意力；每本笔记本、两个版本笔记本都能放映") == []
+    assert variants_used("本笔记本讲掩码") == ["notebook: 本笔记本"]
     assert variants_used("用 pre-norm 训练") == ["pre-norm: pre-norm"]
 
 
