@@ -71,6 +71,7 @@ NOTEBOOK_FIGURES = {
     "beam tree": lambda: viz.beam_tree_figure([([["three"], ["two"]], [-0.1, -2.0]),
                                                ([["three", "hundred"], ["two", "hundred"]], [-0.2, -2.1])]),
     "mask annotated": lambda: viz.mask_figure({"causal": wt.causal_mask(4)}, list("abcd")),
+    "pe": lambda: viz.pe_figure(50, 128),
 }
 
 

@@ -383,6 +383,8 @@ def pe_figure(length: int, d_model: int, layout: str | None = "constrained", int
         fig.subplots(1, 2, width_ratios=(1.15, 1))  # the right panel as wide as its title
         if layout is None:
             fig.subplots_adjust(left=0.09, right=0.98, bottom=0.15, top=0.9, wspace=0.3)
+        elif layout == "constrained":  # the colour bar's "PE value" and the curves' apart, the right title inside
+            fig.get_layout_engine().set(wspace=0.08, w_pad=0.15)
     left, right = fig.axes[:2]
     heatmap(table, title=_("PE table [{length}, {d_model}]").format(length=length, d_model=d_model), ax=left,
             cmap="RdBu", vmin=-1, vmax=1, xlabel=N_("feature index (columns 2i, 2i+1 share a frequency)"),
