@@ -105,6 +105,40 @@ def test_a_model_that_cannot_fit_is_refused_before_allocating():
         wt.Transformer(wt.ModelConfig(max_len=10**9))
 
 
+@pytest.mark.parametrize("build,cfg", [
+    (wt.Transformer, wt.ModelConfig(max_len=2 * 10**8)),  # two sinusoidal tables of [2e8, 512]: about 1.2 TB
+    (wt.Transformer, wt.ModelConfig(src_vocab_size=10**7, tgt_vocab_size=10**7, d_model=8192, num_heads=8)),
+    (wt.GPT, wt.GPTConfig(vocab_size=100, d_model=2**20, num_heads=8, d_ff=64, num_layers=1)),
+], ids=["max_len", "vocab", "d_model"])
+def test_the_constructors_refuse_a_model_that_cannot_fit_before_allocating(monkeypatch, build, cfg):
+    """Issue #40: wt.Transformer(wt.ModelConfig(max_len=10**9)) allocated until the allocator failed with a raw
+    RuntimeError (or a 2 GB hub kernel was killed): only the trainers asked the guard. Before the fix the
+    constructor reached Embedding (here made to fail the test) instead of refusing."""
+    def never(*args, **kwargs):
+        raise AssertionError("a part of the model was built before the guard refused it")
+
+    monkeypatch.setattr("walkthrough.model.Embedding", never)
+    monkeypatch.setattr("walkthrough.gpt.Embedding", never)
+    needed = memory_guard.build_peak_bytes(cfg)
+    assert needed > 2**40 / 2  # the sizes a student mistypes: half a terabyte and more
+    with pytest.raises(ValueError, match=rf"this {build.__name__} would need about {needed / 2**30:.1f} GiB while it "
+                                         r"is built .* but .* leaves this process [0-9.]+ GiB: lower max_len"):
+        build(cfg)
+    monkeypatch.setattr(memory_guard, "memory_headroom", lambda: (2**31, "the hub's memory limit (2.0 GiB)"))
+    with pytest.raises(ValueError, match=r"but the hub's memory limit \(2\.0 GiB\) leaves this process 2\.0 GiB"):
+        build(cfg)
+
+
+def test_the_constructors_guard_is_skipped_on_the_meta_device_and_cheap_on_small_models(monkeypatch, small_cfg):
+    probes = []
+    monkeypatch.setattr(memory_guard, "memory_headroom", lambda: probes.append(1) or (2**40, "plenty"))
+    with torch.device("meta"):
+        wt.GPT(wt.GPTConfig(vocab_size=100, d_model=2**20, num_heads=8, d_ff=64, num_layers=1))
+    assert probes == []
+    wt.Transformer(small_cfg)
+    assert probes == [1]  # one probe per model built, no more
+
+
 @pytest.mark.parametrize("kwargs,message", [
     (dict(activation="gelu"), "activation='relu'"),
     (dict(layer_norm_eps=1e-6), "layer_norm_eps=1e-5 and bias=True"),
@@ -233,7 +267,7 @@ def test_the_guard_compares_with_the_processs_own_address_space_limit():
     (lambda: wt.language_model.GPTTrainer(wt.language_model.GPTSettings()), "walkthrough.language_model.GPT"),
 ], ids=["encoder-decoder", "GPT"])
 def test_the_trainers_ask_the_guard_before_building(monkeypatch, trainer, built):
-    """The constructors never probe memory: the trainers call the guard, and a refusal comes before any model."""
+    """The trainers call the guard too (the constructors do as well): a refusal comes before any model."""
     monkeypatch.setattr(memory_guard, "memory_headroom", lambda: (1000, "a limit of 1000 bytes"))
 
     def never(cfg):

@@ -92,6 +92,31 @@ def test_special_tokens():
     assert not {0, 1, 2} & set(tokenizer.encode("<pad><sos><eos>"))  # text never makes a special token
 
 
+SPECIAL_NAMES = ["say <pad> now", "<pad>", "<sos>", "<eos>", "a<eos>b", "<eos> <pad> <sos>", "go <eos>"] * 5
+
+
+@pytest.mark.parametrize("name", ["<pad>", "<sos>", "<eos>"])
+def test_text_spelling_a_special_token_round_trips(name):
+    """Issue #40: trained on text holding "<eos>", a merge spelling it reused id 2, so encode("<eos>") was
+    [eos_id] and decode dropped it ('say  now'). Special tokens never come from text."""
+    tokenizer = wt.BPETokenizer().train(SPECIAL_NAMES, 300)
+    assert any(tokenizer.vocab[i] == name.encode() for i in tokenizer.merges.values())  # learned as a merge
+    for text in (name, f"say {name} now", f"a{name}b"):
+        assert not {0, 1, 2} & set(tokenizer.encode(text))
+        assert tokenizer.decode(tokenizer.encode(text)) == text
+
+
+def test_a_merge_spelling_a_special_token_gets_a_new_id_as_in_the_library():
+    """Before the fix the merge spelling "<eos>" reused id 2 where the library gives a new id, and a smaller
+    vocabulary cut from a larger one (``smaller``) kept that merge though training would have stopped first."""
+    mine = wt.BPETokenizer().train(SPECIAL_NAMES, 300)
+    assert list(mine.merges.items()) == list(from_library(library_bpe(SPECIAL_NAMES, 300)).merges.items())
+    for size in range(BASE_SIZE, len(mine) + 1):
+        small = wt.BPETokenizer().train(SPECIAL_NAMES, size)
+        assert list(small.merges.items()) == list(mine.merges.items())[:len(small.merges)], size
+        assert mine.smaller(size).merges == small.merges and mine.smaller(size).vocab == small.vocab, size
+
+
 def test_decode_of_half_a_character_shows_the_replacement_character():
     tokenizer = wt.BPETokenizer()
     assert tokenizer.decode(tokenizer.encode("早")[:2]) == "\ufffd"

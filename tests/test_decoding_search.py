@@ -367,6 +367,23 @@ def test_bad_beam_input_is_refused_naming_the_parameter(kwargs, error, match):
         wt.beam_search(tiny_model(), source(), 5, SOS, EOS, **kwargs)
 
 
+def test_a_beam_this_process_cannot_hold_is_refused_before_decoding(monkeypatch):
+    """Issue #40: beam_size had no ceiling (32 phrases at beam 500: 234 s and 5.2 GB). A beam whose estimate
+    passes the memory guard's limit is refused with the estimate and the limit, before the model runs."""
+    model, src = tiny_model(), source()
+    needed = wt.decoding.beam_peak_bytes(model, src, 5, 10)
+    assert needed == 4 * (4 * 10) * (8 * 13 + 2 * 2 * (6 + 5 + 1) * 32)
+    monkeypatch.setattr(wt.memory_guard, "memory_headroom", lambda: (needed - 1, "the hub's memory limit (2.0 GiB)"))
+    monkeypatch.setattr(wt.Transformer, "encode", lambda *args: pytest.fail("decoding began before the refusal"))
+    with pytest.raises(ValueError, match=rf"beam_size=10 for 4 rows would need about {needed / 2**30:.1f} GiB \(40 "
+                                         r"beams, each scoring all 13 tokens at every step\), but the hub's memory "
+                                         r"limit \(2\.0 GiB\) leaves this process 0\.0 GiB: use a smaller beam_size"):
+        wt.beam_search(model, src, 5, SOS, EOS, beam_size=10)
+    monkeypatch.undo()
+    monkeypatch.setattr(wt.memory_guard, "memory_headroom", lambda: (needed, "the hub's memory limit (2.0 GiB)"))
+    assert wt.beam_search(model, src, 5, SOS, EOS, beam_size=10).ids.shape[:2] == (4, 10)
+
+
 # ---- the notebook's picture and explorer -------------------------------------------------------------------
 
 def test_the_sampling_explorer_shows_what_survives():
@@ -485,6 +502,28 @@ def test_a_source_of_pad_only_is_refused_as_a_gpt_prompt_of_pad_only_is(decode):
         decode(tiny_model(), src)
     with pytest.raises(ValueError, match=r"prompt rows \[1\] hold only PAD"):
         wt.greedy_decode(tiny_gpt(), src, 3)
+
+
+def test_an_encoder_decoder_without_pad_id_decodes_as_its_forward_does():
+    """Issue #40: with pad_id=None (a documented ModelConfig option) every verb raised AttributeError: 'bool'
+    object has no attribute 'any' (``src != None`` is one bool). Every token is real: no padding mask."""
+    torch.manual_seed(3)
+    model = wt.Transformer(wt.ModelConfig(src_vocab_size=13, tgt_vocab_size=13, d_model=32, num_heads=4, d_ff=64,
+                                          num_layers=2, max_len=40, dropout=0.0, pad_id=None)).eval()
+    src = source(batch=3)  # id 0 is an ordinary token here
+    with torch.no_grad():
+        model.output_head.proj.bias[EOS] += 1.5  # some rows end early
+        greedy = wt.greedy_decode(model, src, 8, SOS, EOS)
+        logits = model(src, greedy[:, :-1])  # [B, T-1, V]: the recomputed forward
+        for row in range(3):
+            done = EOS in greedy[row, 1:-1].tolist() and greedy[row, 1:].tolist().index(EOS) + 1
+            steps = done or greedy.size(1) - 1
+            assert greedy[row, 1:steps + 1].tolist() == logits[row, :steps].argmax(-1).tolist()
+            assert all(t == EOS for t in greedy[row, steps + 1:].tolist())  # no PAD: eos again after eos
+        assert torch.equal(wt.sample_decode(model, src, 8, SOS, EOS, temperature=0), greedy)
+        beams = wt.beam_search(model, src, 8, SOS, EOS, beam_size=3)
+        torch.testing.assert_close(beams.scores.double(), recomputed_scores(model, src, beams.ids), atol=1e-4,
+                                   rtol=1e-5)
 
 
 def test_a_start_token_equal_to_pad_is_not_refused():

@@ -218,3 +218,32 @@ def png_pixels(figure) -> np.ndarray:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=figure.dpi)
     return np.asarray(Image.open(buffer))
+
+
+DOLLAR_TOKENS = ["$x^2$", r"$\frac$", "a$b", "$"]
+
+
+@pytest.mark.parametrize("draw,texts", [
+    (lambda: viz.heatmap(torch.rand(4, 4), DOLLAR_TOKENS, DOLLAR_TOKENS), lambda fig: fig.axes[0].get_xticklabels()),
+    (lambda: viz.bar_figure(DOLLAR_TOKENS, [0.4, 0.3, 0.2, 0.1]), lambda fig: fig.axes[0].get_yticklabels()),
+    (lambda: viz.next_token_figure(torch.tensor([0.4, 0.3, 0.2, 0.1]), torch.tensor([0.5, 0.5, 0.0, 0.0]),
+                                   DOLLAR_TOKENS), lambda fig: fig.axes[0].get_xticklabels()),
+    (lambda: viz.beam_tree_figure([([[token] for token in DOLLAR_TOKENS], [-1.0, -2.0, -3.0, -4.0])]),
+     lambda fig: fig.axes[0].texts),
+    (lambda: viz.head_slices_figure(4, 8, 2, DOLLAR_TOKENS), lambda fig: fig.axes[0].get_yticklabels()),
+], ids=["heatmap", "bar_figure", "next_token_figure", "beam_tree_figure", "head_slices_figure"])
+def test_a_token_label_with_dollars_is_drawn_as_plain_text(draw, texts):
+    """Issue #40: a ``$`` in a token label was read as mathtext: ``$x^2$`` drew as x², and ``$\\frac$`` raised a
+    ValueError when the figure was drawn. Each label now draws as its own characters, as plain text does."""
+    figure = draw()
+    FigureCanvasAgg(figure).draw()  # raised ValueError (mathtext cannot parse \frac) before the fix
+    renderer = figure.canvas.get_renderer()
+    drawn = [text for text in texts(figure) if text.get_text()]
+    assert len(drawn) == len(DOLLAR_TOKENS)
+    for text, token in zip(sorted(drawn, key=lambda t: DOLLAR_TOKENS.index(
+            t.get_text().split("\n")[0].replace(r"\$", "$"))), DOLLAR_TOKENS):
+        shown = text.get_text().split("\n")[0]
+        as_plain = figure.text(0, 0, token, parse_math=False, fontproperties=text.get_fontproperties())
+        plain_width = as_plain.get_window_extent(renderer).width
+        label = figure.text(0, 0, shown, fontproperties=text.get_fontproperties())
+        assert label.get_window_extent(renderer).width == pytest.approx(plain_width), token

@@ -189,6 +189,40 @@ def test_missing_extra_keys_and_other_dtypes_stop_before_any_copy(monkeypatch):
     assert copied == []
 
 
+def test_a_bias_the_config_asks_for_is_required():
+    """Issue #40: a Llama with attention_bias=True and no q_proj.bias loaded with a zero bias (logits off, no
+    error). A bias the config gives is required; one it does not give is left over, and named."""
+    hf = llama(dict(num_attention_heads=4, num_key_value_heads=2, attention_bias=True))
+    weights = hf.state_dict()
+    without = {k: v for k, v in weights.items() if k != "model.layers.0.self_attn.q_proj.bias"}
+    with pytest.raises(ValueError, match=r"LlamaForCausalLM state dict has no 'model.layers.0.self_attn.q_proj.bias'"):
+        wt.from_transformers(hf, without)
+    extra = {**weights, "model.layers.1.mlp.up_proj.bias": torch.zeros(24)}  # mlp_bias=False: no place for it
+    with pytest.raises(ValueError, match=r"no place for: \['model.layers.1.mlp.up_proj.bias'\]"):
+        wt.from_transformers(hf, extra)
+
+
+@pytest.mark.parametrize(("make", "key"), [
+    (lambda: gpt2(GPT2_CONFIGS[0]), "transformer.h.1.attn.c_attn.weight"),
+    (lambda: gpt2(GPT2_CONFIGS[1]), "lm_head.weight"),
+    (lambda: llama(LLAMA_CONFIGS[1]), "model.layers.0.self_attn.k_proj.weight"),
+    (lambda: llama(LLAMA_CONFIGS[1]), "model.layers.1.self_attn.q_proj.bias"),
+    (lambda: llama(LLAMA_CONFIGS[0]), "model.norm.weight"),
+    (lambda: marian(MARIAN_CONFIGS[1]), "model.decoder.layers.0.encoder_attn.k_proj.weight"),
+    (lambda: marian(MARIAN_CONFIGS[0]), "final_logits_bias"),
+])
+def test_a_misshapen_weight_is_named_by_its_transformers_name(make, key):
+    """Before the fix a wrong shape gave a raw ``view`` error (Llama's q/k rows) or load_state_dict's message
+    about walkthrough's names (decoder.layers.0.…), which a reader cannot find in their transformers model."""
+    hf = make()
+    weights = hf.state_dict()
+    shape = list(weights[key].shape)
+    wrong = {**weights, key: torch.zeros(*shape[:-1], shape[-1] + 1)}
+    with pytest.raises(ValueError, match=rf"state dict's '{key}' has shape {[*shape[:-1], shape[-1] + 1]}, but "
+                                         rf"the config gives it {shape}".replace("[", r"\[").replace("]", r"\]")):
+        wt.from_transformers(hf, wrong)
+
+
 def test_float64_weights_give_a_float64_model():
     hf = gpt2(GPT2_CONFIGS[0]).double()
     ours = wt.from_transformers(hf)

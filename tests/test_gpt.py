@@ -222,6 +222,25 @@ def test_gpt_greedy_decode_same_with_and_without_cache(positions):
     assert torch.equal(cached[:, :5], prompt)
 
 
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal"])
+def test_a_left_padded_row_is_refused_by_a_gpt_with_a_table_of_positions(positions):
+    """Issue #40: the forward silently gave a left-padded row other logits than the row alone (the table counts
+    the PAD); decoding refused it, the forward did not. Right padding stays allowed: it moves no position."""
+    model = small_gpt(positions)
+    row = torch.tensor([[5, 6, 7]])
+    with pytest.raises(ValueError, match=rf"ids rows \[1\] are left-padded \(PAD, id 0, before their first token\), "
+                                         rf"but this GPT adds a table of positions \(positions='{positions}'\).*"
+                                         r"pad on the right \(wt.pad_batch\).*positions='rope'"):
+        model(torch.tensor([[5, 6, 7], [0, 6, 7]]))
+    with pytest.raises(ValueError, match=r"left-padded"):  # a prompt given to a cache is the same forward
+        model(torch.tensor([[0, 6, 7]]), model.new_cache(1))
+    with torch.no_grad():
+        torch.testing.assert_close(model(wt.pad_batch([[5, 6, 7], [8, 9]]))[0], model(row)[0])
+    rope = small_gpt("rope")
+    with torch.no_grad():  # rotary positions count from the first real token: left padding is handled
+        torch.testing.assert_close(rope(torch.tensor([[0, 5, 6, 7]]))[0, 1:], rope(row)[0], atol=1e-5, rtol=1e-5)
+
+
 def test_gpt_bad_input_names_the_parameter():
     model = small_gpt()
     with pytest.raises(ValueError, match="sequence length 25 is longer than max_len=24"):

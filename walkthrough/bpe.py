@@ -12,7 +12,9 @@ The rules this tokenizer follows, each chosen so that Hugging Face ``tokenizers`
 - Text is cut before every space, so ``"good morning"`` is the chunks ``"good"`` and ``" morning"``; a merge
   never crosses a chunk. Chinese has no spaces: a phrase is one chunk.
 - Between equally frequent pairs the smaller pair of ids wins (the library's rule).
-- A vocabulary holds each byte string once: a merge whose bytes are already a token reuses that token's id.
+- A merge whose bytes are already a learned token or a byte reuses that token's id. A special token is not
+  text: a merge that spells ``<eos>`` gets a new id of its own (the library does the same), so the text
+  ``"<eos>"`` round-trips and a smaller vocabulary stays the first merges of a larger one.
 - Any Python string that UTF-8 can write round-trips, ``decode(encode(s)) == s``, never-seen characters
   included, since every character is its UTF-8 bytes (a Chinese character is 3 of them). A lone surrogate
   (not a character) is refused. ``decode`` of ids that cut a character in half shows U+FFFD there.
@@ -126,7 +128,9 @@ class BPETokenizer:
         # entry was pushed has a newer entry, so a popped entry that disagrees with pair_counts is skipped.
         heap = [(-count, pair) for pair, count in pair_counts.items()]
         heapq.heapify(heap)
-        ids_of = {token: i for i, token in enumerate(self.vocab)}
+        # the bytes and learned tokens only: a merge spelling "<eos>" must not reuse the special id, or text would
+        # make a special token (encode("<eos>") == [eos_id], which decode drops)
+        ids_of = {token: i for i, token in enumerate(self.vocab) if i >= FIRST_BYTE_ID}
         merges: dict[Pair, int] = {}
         while len(self.vocab) < vocab_size and heap:
             negative_count, pair = heapq.heappop(heap)
@@ -164,10 +168,12 @@ class BPETokenizer:
         smaller = BPETokenizer()
         smaller.vocab = self.vocab[:vocab_size]
         merges: dict[Pair, int] = {}
+        full = vocab_size == BASE_SIZE  # training stops as soon as the vocabulary has vocab_size tokens
         for pair, new_id in self.merges.items():
-            if new_id >= vocab_size:  # training would have stopped before this merge
+            if full or new_id >= vocab_size:
                 break
             merges[pair] = new_id
+            full = new_id == vocab_size - 1
         return smaller.learned(merges)
 
     def encode(self, text: str) -> list[int]:

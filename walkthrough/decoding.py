@@ -25,6 +25,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from . import memory_guard
 from .checks import check_ids, check_positive_int, check_token_id
 from .gpt import GPT
 from .i18n import _
@@ -33,9 +34,10 @@ from .model import Transformer
 
 def _check_source(model: Transformer, src: torch.Tensor) -> None:
     """src [B, L_src]: token ids of the source vocabulary, at least one real (non-PAD) token per row, as a
-    GPT's prompt must have: a row of PAD only has nothing to attend to and would decode silently."""
+    GPT's prompt must have: a row of PAD only has nothing to attend to and would decode silently. A model with
+    ``pad_id=None`` has no PAD: every token is real (``src != None`` would be one bool, not a row each)."""
     check_ids(src, model.cfg.src_vocab_size, "src")
-    if src.device.type == "meta":  # shapes only: no ids to look at
+    if src.device.type == "meta" or model.cfg.pad_id is None:  # shapes only, or no PAD: no ids to look at
         return
     empty = (~(src != model.cfg.pad_id).any(dim=1)).nonzero().flatten().tolist()
     if empty:
@@ -376,6 +378,33 @@ def _check_beam(vocab: int, beam_size, length_penalty) -> None:
             .format(length_penalty=length_penalty))
 
 
+def beam_peak_bytes(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int, beam_size: int) -> int:
+    """About the most ``beam_search`` holds at once, in bytes: for each of the B·beam rows, a step's scores over
+    the vocabulary (the logits, their log-softmax, the totals, the ranked totals, the sorted values and their
+    int64 indices: about 8 float32 numbers per token) and the cache's keys and values (2 per layer, over the
+    source or prompt and every new token)."""
+    rows, width = inputs.size(0) * beam_size, model.cfg.d_model
+    length = inputs.size(1) + max_new_tokens + 1  # the source (its cross-attention cache) or prompt, and the target
+    return 4 * rows * (8 * _vocab_size(model) + 2 * model.cfg.num_layers * length * width)
+
+
+def _check_beam_fits(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int, beam_size: int) -> None:
+    """Refuse a beam this process cannot hold before decoding (the classroom failure: 32 phrases at beam 500 took
+    234 s and 5.2 GB, and on a 2 GB hub the kernel dies): the estimate against the memory guard's limit."""
+    if inputs.device.type != "cpu":  # the guard reads this process's host memory
+        return
+    headroom = memory_guard.memory_headroom()
+    needed = beam_peak_bytes(model, inputs, max_new_tokens, beam_size)
+    if headroom is not None and needed > headroom[0]:
+        room, limit = headroom
+        raise ValueError(_("beam_size={beam_size} for {batch} rows would need about {needed:.1f} GiB ({rows} beams, "
+                           "each scoring all {vocab} tokens at every step), but {limit} leaves this process "
+                           "{room:.1f} GiB: use a smaller beam_size (4 to 10 is usual) or decode fewer rows at a "
+                           "time").format(beam_size=beam_size, batch=inputs.size(0), needed=needed / 2**30,
+                                          rows=inputs.size(0) * beam_size, vocab=_vocab_size(model), limit=limit,
+                                          room=max(room, 0) / 2**30))
+
+
 @torch.no_grad()
 def beam_search(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int, sos_id: int | None = None,
                 eos_id: int | None = None, beam_size: int = 4, length_penalty: float = 0.0,
@@ -398,6 +427,7 @@ def beam_search(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: 
     _check_start(model, inputs, max_new_tokens, sos_id, eos_id)
     vocab = _vocab_size(model)
     _check_beam(vocab, beam_size, length_penalty)
+    _check_beam_fits(model, inputs, max_new_tokens, beam_size)
     with _evaluating(model):
         batch, k, device = inputs.size(0), beam_size, inputs.device
         next_logits = _NextLogits(model, inputs, sos_id, use_cache, copies=k)

@@ -23,22 +23,26 @@ MARIAN_ACTIVATIONS = {**GPT2_ACTIVATIONS}
 
 
 class _Weights:
-    """The transformers state dict, taken key by key: a missing key is an error, and so is any key left over."""
+    """The transformers state dict, taken key by key, each with the shape the config gives it: a missing key, a
+    key left over and a key of another shape are each an error naming the transformers key (not a ``view``
+    error or ``load_state_dict``'s message about our names, which a reader cannot find in their model)."""
 
     def __init__(self, state_dict: dict[str, torch.Tensor], model_class: str):
         self.left = dict(state_dict)
         self.model_class = model_class
 
-    def take(self, key: str) -> torch.Tensor:
+    def take(self, key: str, *shape: int) -> torch.Tensor:
         if key not in self.left:
             raise ValueError(_("the {model_class} state dict has no {key!r}: pass the model's own "
                                "state_dict() (or one saved from the same config)").format(
                                    model_class=self.model_class, key=key))
-        return self.left.pop(key)
-
-    def take_or_zeros(self, key: str, size: int) -> torch.Tensor:
-        """A bias this model may lack (Llama's attention_bias, GPT-2's head): ours is 0 where it has none."""
-        return self.left.pop(key) if key in self.left else torch.zeros(size)
+        tensor = self.left.pop(key)
+        if tensor.shape != shape:
+            raise ValueError(_("the {model_class} state dict's {key!r} has shape {got}, but the config gives it "
+                               "{wanted}: pass the model's own state_dict() (or one saved from the same "
+                               "config)").format(model_class=self.model_class, key=key, got=list(tensor.shape),
+                                                 wanted=list(shape)))
+        return tensor
 
     def drop(self, key: str) -> None:
         """A key that holds nothing to copy: a tied matrix already taken, or a fixed position table."""
@@ -92,28 +96,29 @@ def _gpt2(config, weights: _Weights) -> tuple[GPTConfig, dict[str, torch.Tensor]
                     num_layers=config.n_layer, max_len=config.n_positions, dropout=config.resid_pdrop, pad_id=None,
                     positions="learned", norm_first=True, share_embeddings=tied, scale_embeddings=False,
                     norm_eps=config.layer_norm_epsilon, activation=GPT2_ACTIVATIONS[config.activation_function])
-    ours = {"embed.token.weight": weights.take("transformer.wte.weight"),
-            "embed.position.pe": weights.take("transformer.wpe.weight")}
+    ours = {"embed.token.weight": weights.take("transformer.wte.weight", cfg.vocab_size, d),
+            "embed.position.pe": weights.take("transformer.wpe.weight", cfg.max_len, d)}
     for i in range(cfg.num_layers):
         hf, we = f"transformer.h.{i}.", f"decoder.layers.{i}."
-        q, k, v = weights.take(hf + "attn.c_attn.weight").t().chunk(3)  # Conv1D stores [in, out]: ours is [out, in]
-        bq, bk, bv = weights.take(hf + "attn.c_attn.bias").chunk(3)
+        q, k, v = weights.take(hf + "attn.c_attn.weight", d, 3 * d).t().chunk(3)  # Conv1D: [in, out]; ours [out, in]
+        bq, bk, bv = weights.take(hf + "attn.c_attn.bias", 3 * d).chunk(3)
         ours.update({we + "self_attn.w_q.weight": q, we + "self_attn.w_k.weight": k, we + "self_attn.w_v.weight": v,
                      we + "self_attn.w_q.bias": bq, we + "self_attn.w_k.bias": bk, we + "self_attn.w_v.bias": bv})
-        for hf_part, our_part in (("attn.c_proj", "self_attn.w_o"), ("mlp.c_fc", "feed_forward.linear1"),
-                                  ("mlp.c_proj", "feed_forward.linear2")):
-            ours[we + our_part + ".weight"] = weights.take(hf + hf_part + ".weight").t()
-            ours[we + our_part + ".bias"] = weights.take(hf + hf_part + ".bias")
+        for hf_part, our_part, size_in, size_out in (("attn.c_proj", "self_attn.w_o", d, d),
+                                                     ("mlp.c_fc", "feed_forward.linear1", d, cfg.d_ff),
+                                                     ("mlp.c_proj", "feed_forward.linear2", cfg.d_ff, d)):
+            ours[we + our_part + ".weight"] = weights.take(hf + hf_part + ".weight", size_in, size_out).t()
+            ours[we + our_part + ".bias"] = weights.take(hf + hf_part + ".bias", size_out)
         for hf_part, our_part in (("ln_1", "add_norm1.norm"), ("ln_2", "add_norm3.norm")):
             for what in ("weight", "bias"):
-                ours[f"{we}{our_part}.{what}"] = weights.take(f"{hf}{hf_part}.{what}")
-    ours["decoder.norm.weight"], ours["decoder.norm.bias"] = (weights.take(f"transformer.ln_f.{what}")
+                ours[f"{we}{our_part}.{what}"] = weights.take(f"{hf}{hf_part}.{what}", d)
+    ours["decoder.norm.weight"], ours["decoder.norm.bias"] = (weights.take(f"transformer.ln_f.{what}", d)
                                                               for what in ("weight", "bias"))
     if tied:
         weights.drop("lm_head.weight")
         ours["output_head.proj.weight"] = ours["embed.token.weight"]
     else:
-        ours["output_head.proj.weight"] = weights.take("lm_head.weight")
+        ours["output_head.proj.weight"] = weights.take("lm_head.weight", cfg.vocab_size, d)
     ours["output_head.proj.bias"] = torch.zeros(cfg.vocab_size)  # GPT-2's head has none
     for i in range(cfg.num_layers):
         weights.drop(f"transformer.h.{i}.attn.bias")  # older checkpoints store the causal mask
@@ -136,7 +141,8 @@ def _llama(config, weights: _Weights) -> tuple[GPTConfig, dict[str, torch.Tensor
     for value, wanted, option, why in checks:
         if value != wanted:
             raise _unsupported(name, option, value, why)
-    bias = config.attention_bias or config.mlp_bias  # ours: every linear or none; 0 where Llama has none
+    # ours: every linear has a bias or none does; where the config gives Llama none, ours is 0
+    bias = config.attention_bias or config.mlp_bias
     cfg = GPTConfig(vocab_size=config.vocab_size, d_model=d, num_heads=heads, num_kv_heads=kv_heads,
                     d_ff=config.intermediate_size, num_layers=config.num_hidden_layers,
                     max_len=config.max_position_embeddings, dropout=config.attention_dropout, pad_id=None,
@@ -144,28 +150,32 @@ def _llama(config, weights: _Weights) -> tuple[GPTConfig, dict[str, torch.Tensor
                     share_embeddings=config.tie_word_embeddings, scale_embeddings=False, norm="rms",
                     norm_eps=config.rms_norm_eps, activation="swiglu", bias=bias)
     kv = kv_heads * cfg.d_k
-    ours = {"embed.token.weight": weights.take("model.embed_tokens.weight")}
+    ours = {"embed.token.weight": weights.take("model.embed_tokens.weight", cfg.vocab_size, d)}
     for i in range(cfg.num_layers):
         hf, we = f"model.layers.{i}.", f"decoder.layers.{i}."
-        parts = (("self_attn.q_proj", "self_attn.w_q", d, heads), ("self_attn.k_proj", "self_attn.w_k", kv, kv_heads),
-                 ("self_attn.v_proj", "self_attn.w_v", kv, None), ("self_attn.o_proj", "self_attn.w_o", d, None),
-                 ("mlp.gate_proj", "feed_forward.linear1", cfg.d_ff, None),
-                 ("mlp.up_proj", "feed_forward.up", cfg.d_ff, None), ("mlp.down_proj", "feed_forward.linear2", d, None))
-        for hf_part, our_part, size, rotated_heads in parts:
-            tensors = {"weight": weights.take(f"{hf}{hf_part}.weight")}
-            if bias:
-                tensors["bias"] = weights.take_or_zeros(f"{hf}{hf_part}.bias", size)
+        attention, mlp = config.attention_bias, config.mlp_bias  # which of Llama's linears have a bias
+        parts = (("self_attn.q_proj", "self_attn.w_q", d, d, heads, attention),
+                 ("self_attn.k_proj", "self_attn.w_k", d, kv, kv_heads, attention),
+                 ("self_attn.v_proj", "self_attn.w_v", d, kv, None, attention),
+                 ("self_attn.o_proj", "self_attn.w_o", d, d, None, attention),
+                 ("mlp.gate_proj", "feed_forward.linear1", d, cfg.d_ff, None, mlp),
+                 ("mlp.up_proj", "feed_forward.up", d, cfg.d_ff, None, mlp),
+                 ("mlp.down_proj", "feed_forward.linear2", cfg.d_ff, d, None, mlp))
+        for hf_part, our_part, size_in, size, rotated_heads, has_bias in parts:
+            tensors = {"weight": weights.take(f"{hf}{hf_part}.weight", size, size_in)}
+            if bias:  # the config's bias is required (a missing one is an error); one it gives none is 0
+                tensors["bias"] = weights.take(f"{hf}{hf_part}.bias", size) if has_bias else torch.zeros(size)
             for what, tensor in tensors.items():
                 rotated = tensor if rotated_heads is None else _rotary_rows(tensor, rotated_heads)
                 ours[f"{we}{our_part}.{what}"] = rotated
-        ours[we + "add_norm1.norm.weight"] = weights.take(hf + "input_layernorm.weight")
-        ours[we + "add_norm3.norm.weight"] = weights.take(hf + "post_attention_layernorm.weight")
-    ours["decoder.norm.weight"] = weights.take("model.norm.weight")
+        ours[we + "add_norm1.norm.weight"] = weights.take(hf + "input_layernorm.weight", d)
+        ours[we + "add_norm3.norm.weight"] = weights.take(hf + "post_attention_layernorm.weight", d)
+    ours["decoder.norm.weight"] = weights.take("model.norm.weight", d)
     if cfg.share_embeddings:
         weights.drop("lm_head.weight")
         ours["output_head.proj.weight"] = ours["embed.token.weight"]
     else:
-        ours["output_head.proj.weight"] = weights.take("lm_head.weight")
+        ours["output_head.proj.weight"] = weights.take("lm_head.weight", cfg.vocab_size, d)
     if bias:
         ours["output_head.proj.bias"] = torch.zeros(cfg.vocab_size)
     return cfg, ours
@@ -193,17 +203,18 @@ def _marian(config, weights: _Weights) -> tuple[ModelConfig, dict[str, torch.Ten
                       dropout=config.dropout, pad_id=config.pad_token_id, share_embeddings=shared,
                       positions="sinusoidal_halves", scale_embeddings=config.scale_embedding, final_norm=False,
                       activation=MARIAN_ACTIVATIONS[config.activation_function])
+    d, v_src, v_tgt = cfg.d_model, cfg.src_vocab_size, cfg.tgt_vocab_size
     if shared:
-        table = weights.take("model.shared.weight")
+        table = weights.take("model.shared.weight", v_src, d)
         for key in ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight"):
             weights.drop(key)
         ours = {key: table for key in ("src_embed.token.weight", "tgt_embed.token.weight", "output_head.proj.weight")}
     else:
         weights.drop("model.shared.weight")
-        ours = {"src_embed.token.weight": weights.take("model.encoder.embed_tokens.weight"),
-                "tgt_embed.token.weight": weights.take("model.decoder.embed_tokens.weight"),
-                "output_head.proj.weight": weights.take("lm_head.weight")}
-    ours["output_head.proj.bias"] = weights.take("final_logits_bias").flatten()
+        ours = {"src_embed.token.weight": weights.take("model.encoder.embed_tokens.weight", v_src, d),
+                "tgt_embed.token.weight": weights.take("model.decoder.embed_tokens.weight", v_tgt, d),
+                "output_head.proj.weight": weights.take("lm_head.weight", v_tgt, d)}
+    ours["output_head.proj.bias"] = weights.take("final_logits_bias", 1, v_tgt).flatten()
     attention = (("q_proj", "w_q"), ("k_proj", "w_k"), ("v_proj", "w_v"), ("out_proj", "w_o"))
     sides = (("encoder", ("self_attn", "self_attn"), ("self_attn_layer_norm", "add_norm1"),
               ("final_layer_norm", "add_norm2")),
@@ -212,22 +223,22 @@ def _marian(config, weights: _Weights) -> tuple[ModelConfig, dict[str, torch.Ten
               ("final_layer_norm", "add_norm3")))
     table = sinusoidal_table(cfg.max_len, cfg.d_model, halves=True)  # [max_len, D]: what ours adds
     for side, *parts in sides:
-        positions = weights.take(f"model.{side}.embed_positions.weight")  # fixed: ours is built, not copied
-        if positions.shape != table.shape or not torch.allclose(positions.to(table.dtype), table, atol=1e-5):
+        positions = weights.take(f"model.{side}.embed_positions.weight", *table.shape)  # fixed: ours is built
+        if not torch.allclose(positions.to(table.dtype), table, atol=1e-5):
             raise ValueError(_("{key} is not the sinusoidal table Marian builds (sines, then cosines): "
                                "walkthrough builds that one and cannot load another").format(
                                    key=f"model.{side}.embed_positions.weight"))
         for i in range(cfg.num_layers):
             hf, we = f"model.{side}.layers.{i}.", f"{side}.layers.{i}."
-            pairs = [("fc1", "feed_forward.linear1"), ("fc2", "feed_forward.linear2")]
+            pairs = [("fc1", "feed_forward.linear1", (cfg.d_ff, d)), ("fc2", "feed_forward.linear2", (d, cfg.d_ff))]
             for hf_part, our_part in parts:
                 if hf_part.endswith("attn"):
-                    pairs += [(f"{hf_part}.{a}", f"{our_part}.{b}") for a, b in attention]
+                    pairs += [(f"{hf_part}.{a}", f"{our_part}.{b}", (d, d)) for a, b in attention]
                 else:
-                    pairs.append((hf_part, our_part + ".norm"))
-            for hf_part, our_part in pairs:
-                for what in ("weight", "bias"):
-                    ours[f"{we}{our_part}.{what}"] = weights.take(f"{hf}{hf_part}.{what}")
+                    pairs.append((hf_part, our_part + ".norm", (d,)))
+            for hf_part, our_part, shape in pairs:  # weight [out, in] (a norm's [D]), bias [out]
+                ours[f"{we}{our_part}.weight"] = weights.take(f"{hf}{hf_part}.weight", *shape)
+                ours[f"{we}{our_part}.bias"] = weights.take(f"{hf}{hf_part}.bias", shape[0])
     return cfg, ours
 
 

@@ -1,9 +1,11 @@
 """The memory guard: refuse, before allocating, a model that this process cannot build.
 
-One function, ``check_fits_in_memory(cfg)``, called by whatever builds a model from a size a reader chose (the
-trainers, the explorers) before building it: the peak of building (``build_peak_bytes``) against what this
+One function, ``check_fits_in_memory(cfg)``, called by the models' constructors (``Transformer``, ``GPT``) before
+they allocate anything: the peak of building (``build_peak_bytes``, arithmetic on the config) against what this
 process may still allocate (``memory_headroom``: its cgroup's limit, RLIMIT_AS, the machine's available memory).
-The models' constructors never probe: building on the meta device, or a size the code fixed, costs no probe.
+It prevents the classroom failure of a mistyped size (``max_len=10**9``, a huge d_model or vocabulary): without
+it the allocator fails with a raw RuntimeError, or a 2 GB hub kernel is killed. The probe reads a few small files
+(well under a millisecond, a small share of building even the smallest model); on the meta device it is skipped.
 """
 
 from __future__ import annotations

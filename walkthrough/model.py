@@ -12,6 +12,7 @@ from .embedding import Embedding
 from .i18n import _
 from .layers import Decoder, DecoderLayer, EncoderLayer, OutputHead, final_norm, norm_step
 from .masks import padding_mask
+from .memory_guard import check_fits_in_memory
 from .recording import record
 from .steps import DIMS_WITHOUT_GQA
 
@@ -56,7 +57,8 @@ class Transformer(nn.Module):
 
     Its public methods check their inputs once, on entry (``check_ids``, ``check_decode_inputs``), then run the
     unchecked ``_encode`` / ``_decode``, whose layers skip their own checks (``checked=True``). A model too large
-    for this process is refused by ``wt.memory_guard.check_fits_in_memory(cfg)`` before building, not here.
+    for this process (a mistyped ``max_len=10**9``) is refused before anything is allocated, with the estimate
+    and the limit (``wt.memory_guard.check_fits_in_memory``), not left to a raw allocator error or a killed kernel.
     """
 
     dim_names = DIMS_WITHOUT_GQA  # how a trace names its dims: its K/V heads are its H heads
@@ -65,6 +67,7 @@ class Transformer(nn.Module):
         super().__init__()
         if not isinstance(cfg, ModelConfig):
             raise TypeError(_("cfg must be a walkthrough.ModelConfig, got {type}").format(type=type(cfg).__name__))
+        check_fits_in_memory(cfg)
         self.cfg = cfg
         self.src_embed, self.tgt_embed = (
             Embedding(vocab, cfg.d_model, cfg.max_len, cfg.dropout, cfg.positions, cfg.scale_embeddings)

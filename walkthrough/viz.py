@@ -252,9 +252,9 @@ def heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | Non
             slanted = axis is ax.xaxis and max(len(label) for label in labels) > 3  # long words would overlap
             every = _label_step(ax, axis is ax.xaxis, slanted, size, labels)
             axis.set_ticks(range(0, size, every))
-            axis.set_ticklabels(list(labels)[::every], **({"rotation": 45, "ha": "right"} if slanted else
-                                                         {"rotation": 0, "ha": "center" if axis is ax.xaxis else
-                                                          "right"}))
+            shown = [plain(label) for label in list(labels)[::every]]
+            axis.set_ticklabels(shown, **({"rotation": 45, "ha": "right"} if slanted else
+                                          {"rotation": 0, "ha": "center" if axis is ax.xaxis else "right"}))
     if annotate:
         for i, j in zip(*np.nonzero(~np.isnan(data))):
             red, green, blue, _alpha = image.cmap(image.norm(data[i, j]))
@@ -448,7 +448,7 @@ def bar_figure(labels: Sequence[str], values: Sequence[float], title: str = "", 
     if ax is None:
         fig = Figure(figsize=(4, 0.35 * len(labels) + 1.3), layout="constrained")
         ax = fig.add_subplot()
-    ax.barh(list(labels)[::-1], list(values)[::-1])
+    ax.barh([plain(label) for label in labels][::-1], list(values)[::-1])
     ax.set_title(title, fontsize=9)
     ax.set_xlim(0, 1)
     ax.set_xlabel(_(xlabel))
@@ -568,6 +568,12 @@ def split_chain_figure(batch: int, length: int, d_model: int, heads: int,
     return fig
 
 
+def plain(label) -> str:
+    """A token label drawn as plain text: each ``$`` escaped, so matplotlib never reads a token as mathtext (a
+    token ``$x^2$`` drew as x², and ``$\\frac$`` raised a parse error in the middle of a figure)."""
+    return str(label).replace("$", r"\$")
+
+
 def _text_width_in(text: str, font_pt: float) -> float:
     """About how wide ``text`` draws at ``font_pt`` points, in inches: DejaVu Sans's letters and digits average
     0.62 em, a Chinese character is 1 em."""
@@ -621,7 +627,7 @@ def head_slices_figure(length: int, d_model: int, heads: int, tokens: Sequence[s
         ax.set_xlabel(_("feature (column of D = {d_model}; d_k = {d_k} per head)").format(d_model=d_model, d_k=d_k))
         ax.set_ylabel(_("token (row of L)"))
         ax.set_xticks(range(0, d_model, d_k) if heads <= 16 else range(0, d_model, d_k * 2))
-        ax.set_yticks(range(length), list(tokens) if tokens is not None else range(length))
+        ax.set_yticks(range(length), [plain(token) for token in tokens] if tokens is not None else range(length))
     handles = [Rectangle((0, 0), 1, 1, facecolor=colours[h]) for h in range(heads)]
     fig.legend(handles, [_("head {head}").format(head=h) for h in range(heads)],
                loc="outside right center" if layout else "right", fontsize=MIN_FONT_PT, title=_("lands in"))
@@ -1072,8 +1078,8 @@ def beam_tree_figure(steps: Sequence[tuple[Sequence[Sequence[str]], Sequence[flo
         for rank, (beam, score) in enumerate(zip(words, scores)):
             carried = len(beam) < t + 1  # finished at an earlier step: the same beam again
             colour = "0.6" if carried else "C0"
-            ax.text(t, -rank, f"{beam[-1]}\n{score:.2f}", ha="center", va="center", fontsize=PROJECTOR_TEXT - 1,
-                    color="0.4" if carried else "black",
+            ax.text(t, -rank, f"{plain(beam[-1])}\n{score:.2f}", ha="center", va="center",
+                    fontsize=PROJECTOR_TEXT - 1, color="0.4" if carried else "black",
                     bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": colour})
             if t:
                 prefix = list(beam) if carried else list(beam[:t])
@@ -1102,7 +1108,7 @@ def next_token_figure(probs: torch.Tensor, kept: torch.Tensor, labels: Sequence[
     x = np.arange(len(order))
     ax.bar(x - 0.2, [float(probs[i]) for i in order], 0.4, color="0.7", label=_("model (temperature 1)"))
     ax.bar(x + 0.2, [float(kept[i]) for i in order], 0.4, color="C0", label=_("sampled from"))
-    ax.set_xticks(x, [labels[i] for i in order], rotation=45, ha="right", fontsize=PROJECTOR_TEXT - 1)
+    ax.set_xticks(x, [plain(labels[i]) for i in order], rotation=45, ha="right", fontsize=PROJECTOR_TEXT - 1)
     ax.set_ylim(0, 1)
     ax.set_ylabel(_("probability"), fontsize=PROJECTOR_TEXT)
     ax.legend(fontsize=PROJECTOR_TEXT - 1, frameon=False)
