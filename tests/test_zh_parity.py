@@ -418,8 +418,20 @@ VARIANTS = {
     "meta device": (r"元设备",),
 }
 # a notebook is 第 07 节, this one 本节 or 这一节, the next 下一节 (the glossary's rule 5); 每本笔记本, 十九本笔记本 and
-# 两个版本笔记本 speak of the files: 本笔记本 is "this notebook" after 这 or where no character comes before it
-NOTEBOOK_NAMED = r"笔记本 ?\d|(?:这|(?<![\u4e00-\u9fff]))本笔记本|[下上]一本"
+# 两个版本笔记本 speak of the files: 本笔记本 is "this notebook" after 这 or where no character comes before it.
+# A notebook is no lesson either (本课, 第 09 课, 这一课, 这节课, 下一课) nor a volume (这一本);
+# 上课 and 课堂 are the class.
+NOTEBOOK_NAMED = (r"笔记本 ?\d|(?:这|(?<![\u4e00-\u9fff]))本笔记本|[下上这]一本"
+                  r"|本课|第 ?\d+ ?课|这一?课|这节课|[上下]一课|[上下]一节课")
+# Not a glossary term, one name all the same: the paper and the articles the series follows are 源文章, never 原文.
+OTHER_VARIANTS = {"source articles": (r"原文",)}
+# Code's plural of token id, in running Chinese prose (a code span, `ids`, is code): the Chinese is 词元编号 or 编号.
+PROSE_VARIANTS = {"token id": (r"(?<![A-Za-z_./`-])ids(?![A-Za-z_(`-])",)}
+# A notebook being rebuilt keeps its old words until it is: (where, what variants_used reports) -> why.
+KNOWN_EXCEPTIONS = {
+    ("zh/17_real_translation.ipynb prose", "notebook: 这一课"): "notebook 17 is being rebuilt (issue #39)",
+    ("zh/17_real_translation.ipynb prose", "notebook: 这节课"): "notebook 17 is being rebuilt (issue #39)",
+}
 BRACKETS = re.compile(r"（[^（）]*）|\([^()]*\)")
 
 
@@ -462,7 +474,8 @@ def variants_used(text: str, prose_words: bool = True) -> list[str]:
     """The variants (and 笔记本 NN) in a text, its brackets' English glosses aside; with `prose_words`, also a
     glossary term's English standing where its Chinese belongs."""
     unglossed = BRACKETS.sub(lambda m: " " if re.search(r"[A-Za-z]", m.group()) else m.group(), text)
-    found = [f"{term}: {match.group()}" for term, patterns in VARIANTS.items() for pattern in patterns
+    variants = VARIANTS | OTHER_VARIANTS | (PROSE_VARIANTS if prose_words else {})
+    found = [f"{term}: {match.group()}" for term, patterns in variants.items() for pattern in patterns
              for match in re.finditer(pattern, unglossed)]
     found += bare_english(unglossed, glossary()) if prose_words else []
     return found + [f"notebook: {match.group()}" for match in re.finditer(NOTEBOOK_NAMED, text)]
@@ -481,6 +494,21 @@ def test_variants_used_finds_variants_and_lets_the_glossarys_word_be():
     assert variants_used("本节讲掩码，下一节讲交叉注意力；每本笔记本、两个版本笔记本都能放映") == []
     assert variants_used("本笔记本讲掩码") == ["notebook: 本笔记本"]
     assert variants_used("用 pre-norm 训练") == ["pre-norm: pre-norm"]
+    assert variants_used("本课讲掩码，第 09 课讲 GPT；这一课、这节课、这一本、下一课") == [
+        "notebook: 本课", "notebook: 第 09 课", "notebook: 这一课", "notebook: 这节课", "notebook: 这一本",
+        "notebook: 下一课"]
+    assert variants_used("上课时设 30 秒；课堂上调到 60；第 4 次课；课前检查") == []
+    assert variants_used("原文的块；源文章的块") == ["source articles: 原文"]
+    assert variants_used("把 ids 变成向量；`ids` 和 src_ids、model(ids) 是代码") == ["token id: ids"]
+    assert variants_used("把 ids 变成向量", prose_words=False) == []
+
+
+def test_the_english_edition_glosses_the_source_articles_as_the_chinese_edition_names_them():
+    english = {p.name: prose(zh_sync.read_notebook(p)) for p in ENGLISH}
+    english |= {path.name: path.read_text(encoding="utf-8") for path in [ROOT / "README.md", *sorted(
+        (ROOT / "docs").glob("*.md"))] if not path.name.endswith(".zh.md") and path != GLOSSARY}
+    found = {where: re.findall(OTHER_VARIANTS["source articles"][0], text) for where, text in english.items()}
+    assert not {where: used for where, used in found.items() if used}, "the source articles are 源文章"
 
 
 # An English edition's gloss: "the **logits** (对数几率)", "a query (查询, what it looks for)".
@@ -543,6 +571,7 @@ def test_each_glossary_term_has_one_chinese_rendering():
     # Outputs print code's own names (decoder.layers.0) and the catalog names arguments as the code does (`logits
     # must be [B, L, V]`), so only prose is held to the glossary's words; variants are found everywhere.
     found = {where: used for where, text in chinese_texts().items()
-             if (used := variants_used(text, prose_words=not where.endswith(("outputs", ".po"))))}
+             if (used := [variant for variant in variants_used(text, prose_words=not where.endswith(("outputs", ".po")))
+                          if (where, variant) not in KNOWN_EXCEPTIONS])}
     assert not found, ("docs/glossary.md gives one Chinese word per term; these use another (write the glossary's): "
                        + "; ".join(f"{where}: {sorted(set(used))}" for where, used in found.items()))
