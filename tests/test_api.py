@@ -17,7 +17,7 @@ from walkthrough import checkpoints, embedding
 ROOT = Path(__file__).resolve().parents[1]
 # modules reached as wt.viz.heatmap, loaded on first use or not
 NAMESPACES = {"viz", "widgets", "cost", "backward", "gradients", "memory", "distributed", "bpe", "i18n",
-              "translator", "config", "rope"}
+              "translator", "sentences", "config", "rope"}
 
 
 def test_every_name_in_all_resolves():

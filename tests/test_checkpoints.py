@@ -176,6 +176,52 @@ def test_a_checkpoint_of_an_earlier_format_says_so(tmp_path):
         wt.load_checkpoint(path)
 
 
+def test_a_byte_flipped_in_the_format_is_damage_not_an_earlier_version(tmp_path):
+    """Issue #40: "walkthrough-checkpoint-2" with one byte changed was reported as "saved by an earlier version"
+    (any format starting walkthrough- was). The format is covered by the digest: a change to it is damage."""
+    path, state = saved(tmp_path)
+    for flipped in ("walkthrough-checkpoinu-2", "walkthrough-checkpoint-0"):
+        forge(path, state | {"format": flipped}, redigest=False)
+        with pytest.raises(ValueError, match=r"ckpt\.pt is damaged: its contents do not match the digest"):
+            wt.load_checkpoint(path)
+
+
+@pytest.mark.parametrize("given", ["", ".", Path("")])
+def test_an_empty_path_asks_for_a_file_name_not_a_folder(tmp_path, monkeypatch, given):
+    """Issue #40: ``--checkpoint ''`` reached the check as Path("") == Path("."), and was told "path . is a
+    folder, not a file: add a file name, e.g. numerals.pt" (the message for a real folder)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"path is (empty|'\.', the current folder .*): give a file name such as "
+                                         r"'numerals\.pt'"):
+        checkpoints.validate_checkpoint_path(given, for_writing=False)
+
+
+def test_a_path_with_a_tilde_is_the_home_folders(tmp_path, monkeypatch):
+    """Issue #40: ``~/d/x.pt`` was not expanded (Python does not, the shell does): the folder "~/d" did not exist
+    and the message said ``mkdir -p ~/d``, which makes a folder the save still could not find."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ValueError, match=rf"the folder {tmp_path}/d does not exist; create it first "
+                                         rf"\(mkdir -p {tmp_path}/d\)"):
+        checkpoints.validate_checkpoint_path("~/d/x.pt", for_writing=True)
+    (tmp_path / "d").mkdir()
+    assert checkpoints.validate_checkpoint_path("~/d/x.pt", for_writing=True) == tmp_path / "d" / "x.pt"
+    trainer = wt.Trainer(TINY)
+    trainer.run(1, progress=False)
+    wt.save_checkpoint(trainer, "~/d/x.pt")
+    assert (tmp_path / "d" / "x.pt").is_file() and wt.load_checkpoint("~/d/x.pt").step == 1
+
+
+def test_a_path_ending_in_a_separator_is_a_folder_and_refused(tmp_path, monkeypatch):
+    """Issue #40: save_checkpoint(trainer, "newdir/") wrote a file named newdir (Path drops the slash)."""
+    monkeypatch.chdir(tmp_path)
+    trainer = wt.Trainer(TINY)
+    trainer.run(1, progress=False)
+    with pytest.raises(ValueError, match=r"path newdir/ ends with a separator, so it names a folder, not a file: "
+                                         r"add a file name, e\.g\. newdir/numerals\.pt"):
+        wt.save_checkpoint(trainer, "newdir/")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_state_from_another_schedule_is_refused_instead_of_jumping_the_rate():
     trained = wt.Trainer(TINY)
     trained.run(3, progress=False)

@@ -53,7 +53,7 @@ def no_training(monkeypatch):
 @pytest.mark.parametrize("argv,message", [
     (["--save", "/nonexistent/dir/x.pt"], r"--save /nonexistent/dir/x.pt: the folder /nonexistent/dir does not exist"),
     (["--save", ""], "--save is empty: give a file name"),
-    (["--save", "."], r"--save \. is a folder, not a file: add a file name"),
+    (["--save", "."], r"--save is '\.', the current folder .*: give a file name"),
     (["--steps", "100", "--warmup", "150"], r"warmup must be between 0 and steps=100, got 150.*warmup=15"),
     (["--seed", "-1"], "seed must be a whole number >= 0"),
 ])
@@ -185,16 +185,16 @@ def test_ctrl_c_saves_what_was_trained_says_so_and_exits_cleanly(tmp_path):
 @pytest.mark.parametrize("flags,flag", [(["--resume", "{shipped}"], "--resume"), (["--report", "r.json"], "--report"),
                                         (["--model", "gpt"], "--model gpt")])
 def test_the_translator_refuses_what_only_the_numeral_run_takes(flags, flag, monkeypatch, capsys):
-    """--task cedict once ignored these: --resume x.pt --save x.pt trained from nothing over x.pt."""
+    """--task sentences once ignored these: --resume x.pt --save x.pt trained from nothing over x.pt."""
     from walkthrough import translator
 
     def refuse(*args, **kwargs):
         raise AssertionError("the tokenizer was trained before the input was checked")
     monkeypatch.setattr(translator, "train_tokenizer", refuse)
-    shipped = str(wt.shipped_file("checkpoints", "cedict.pt"))
-    argv = ["train", "--task", "cedict", *(f.format(shipped=shipped) for f in flags), "--save", "x.pt"]
+    shipped = str(wt.shipped_file("checkpoints", "tatoeba.pt"))
+    argv = ["train", "--task", "sentences", *(f.format(shipped=shipped) for f in flags), "--save", "x.pt"]
     assert cli.main(argv) == 2
-    assert f"error: {flag} is for --task numerals: the translator (--task cedict) trains from its first step" in \
+    assert f"error: {flag} is for --task numerals: the translator (--task sentences) trains from its first step" in \
         capsys.readouterr().err
 
 
@@ -208,7 +208,7 @@ def test_ctrl_c_in_the_translators_run_saves_what_was_trained(tmp_path, monkeypa
         raise KeyboardInterrupt
     monkeypatch.setattr(translator.TranslatorTrainer, "run", two_steps_then_ctrl_c)
     path = tmp_path / "c.pt"
-    assert cli.main(["train", "--task", "cedict", "--steps", "5", "--batch-size", "8", "--save", str(path)]) == 130
+    assert cli.main(["train", "--task", "sentences", "--steps", "5", "--batch-size", "8", "--save", str(path)]) == 130
     assert f"interrupted at step 2 of 5: saved to {path}; load it with walkthrough.load_translator" in \
         capsys.readouterr().err
     assert wt.load_translator(path).step == 2

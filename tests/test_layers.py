@@ -37,6 +37,7 @@ LAYERS = {
     "tables": 10,                                # traced rows read: printed, asserted, summarised, tabled
     "data": 10, "checkpoints": 10,               # learning, beside the tools (neither imports the other)
     "corpus": 10,                                # the real phrases (CC-CEDICT), beside the numeral task
+    "sentences": 10,                             # the real sentences (Tatoeba) notebook 17 translates
     "bpe": 11,                                   # text to ids: byte-pair encoding by hand, on the corpus (16)
     "training": 11, "numeral_task": 12, "language_model": 13,
     "translator": 13,                            # the CC-CEDICT translator (notebook 17), beside the language model
@@ -49,7 +50,7 @@ LAYERS = {
     "__main__": 18,                              # the command line on top
 }
 TOOLS = {"op_tap", "trace", "tables", "cost", "memory", "gradients"}
-LEARNING = {"data", "corpus", "numeral_task", "language_model", "translator"}
+LEARNING = {"data", "corpus", "sentences", "numeral_task", "language_model", "translator"}
 
 
 def imports_of(path: Path) -> set[str]:

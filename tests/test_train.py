@@ -206,7 +206,7 @@ def test_bad_checkpoints_are_named(tmp_path):
 @pytest.mark.parametrize("path,message", [
     ("/nonexistent/dir/x.pt", r"the folder /nonexistent/dir does not exist; create it first"),
     ("", "path is empty: give a file name"),
-    (".", "is a folder, not a file: add a file name"),
+    (".", "is '.', the current folder"),
 ])
 def test_saving_to_a_bad_path_is_refused_before_writing(path, message):
     with pytest.raises(ValueError, match=message):

@@ -427,11 +427,6 @@ NOTEBOOK_NAMED = (r"笔记本 ?\d|(?:这|(?<![\u4e00-\u9fff]))本笔记本|[下�
 OTHER_VARIANTS = {"source articles": (r"原文",)}
 # Code's plural of token id, in running Chinese prose (a code span, `ids`, is code): the Chinese is 词元编号 or 编号.
 PROSE_VARIANTS = {"token id": (r"(?<![A-Za-z_./`-])ids(?![A-Za-z_(`-])",)}
-# A notebook being rebuilt keeps its old words until it is: (where, what variants_used reports) -> why.
-KNOWN_EXCEPTIONS = {
-    ("zh/17_real_translation.ipynb prose", "notebook: 这一课"): "notebook 17 is being rebuilt (issue #39)",
-    ("zh/17_real_translation.ipynb prose", "notebook: 这节课"): "notebook 17 is being rebuilt (issue #39)",
-}
 BRACKETS = re.compile(r"（[^（）]*）|\([^()]*\)")
 
 
@@ -571,7 +566,6 @@ def test_each_glossary_term_has_one_chinese_rendering():
     # Outputs print code's own names (decoder.layers.0) and the catalog names arguments as the code does (`logits
     # must be [B, L, V]`), so only prose is held to the glossary's words; variants are found everywhere.
     found = {where: used for where, text in chinese_texts().items()
-             if (used := [variant for variant in variants_used(text, prose_words=not where.endswith(("outputs", ".po")))
-                          if (where, variant) not in KNOWN_EXCEPTIONS])}
+             if (used := variants_used(text, prose_words=not where.endswith(("outputs", ".po"))))}
     assert not found, ("docs/glossary.md gives one Chinese word per term; these use another (write the glossary's): "
                        + "; ".join(f"{where}: {sorted(set(used))}" for where, used in found.items()))

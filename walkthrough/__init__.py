@@ -4,7 +4,7 @@ The rule of the public API: what a notebook calls is flat, ``wt.name``; a tool's
 point stays in its module, ``wt.module.name``. So ``wt.training_memory`` (what one training step keeps) is flat,
 and the pieces it is checked against (``wt.memory.measure_saved``) are not; a notebook reaches each name one way
 (tests/test_api.py). The namespaces: ``wt.backward``, ``wt.bpe``, ``wt.cost``, ``wt.distributed``,
-``wt.gradients``, ``wt.memory``, ``wt.translator``, and ``wt.viz`` (matplotlib) and ``wt.widgets``
+``wt.gradients``, ``wt.memory``, ``wt.sentences``, ``wt.translator``, and ``wt.viz`` (matplotlib) and ``wt.widgets``
 (ipywidgets), which load on first use, so ``import walkthrough`` stays light in a script or a test that draws
 nothing. Names that check the student start with ``check_``; nothing else public does.
 
@@ -24,7 +24,8 @@ The flat names, by what they are for (tests/test_api.py keeps this list and ``__
   ``assert_shape``, ``training_memory``
 - **Data**: ``Vocab``, ``PHRASES``, ``phrase_vocabs``, ``numeral_vocabs``, ``chinese_numeral``,
   ``chinese_tokens``, ``english_words``, ``pad_batch``, ``left_pad``, ``EVERYDAY_PHRASES``, ``cedict_pairs``,
-  ``cedict_rule_counts``, ``BPETokenizer``, ``SEPARATOR``
+  ``cedict_rule_counts``, ``sentence_pairs``, ``sentence_ids``, ``sentence_rule_counts``, ``hsk_pairs``,
+  ``BPETokenizer``, ``SEPARATOR``
 - **Training**: ``make_batch``, ``teacher_forcing``, ``warmup_lr``, ``lr_curve``, ``smoothing_floor``,
   ``TrainSettings``, ``Trainer``, ``held_out_pairs``, ``translate``, ``cross_attention_map``, ``GPTSettings``,
   ``GPTTrainer``, ``make_lm_batch``, ``TranslatorSettings``
@@ -37,7 +38,7 @@ The flat names, by what they are for (tests/test_api.py keeps this list and ``__
 
 import importlib
 
-from . import backward, bpe, cost, distributed, gradients, memory, translator
+from . import backward, bpe, cost, distributed, gradients, memory, sentences, translator
 from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_product_attention
 from .bpe import BPETokenizer
 from .cache import DecodingCache, KVCache
@@ -93,6 +94,7 @@ from .pytorch import copy_torch_attention, copy_torch_transformer
 from .quiz import ask_shape, check_shape_answer
 from .recording import Row
 from .rope import apply_rope, position_ids
+from .sentences import hsk_pairs, sentence_ids, sentence_pairs, sentence_rule_counts
 from .steps import STEPS
 from .tables import ShapeTable, assert_shape, by_step, print_shape, shape_map, shape_table, summarise
 from .trace import OpRow, TraceError, trace_module, trace_shapes
@@ -165,6 +167,7 @@ __all__ = [
     "greedy_decode",
     "greedy_steps",
     "held_out_pairs",
+    "hsk_pairs",
     "keep_attention_weights",
     "left_pad",
     "load_checkpoint",
@@ -187,6 +190,10 @@ __all__ = [
     "save_checkpoint",
     "save_gpt_checkpoint",
     "scaled_dot_product_attention",
+    "sentence_ids",
+    "sentence_pairs",
+    "sentence_rule_counts",
+    "sentences",
     "sequence_loss",
     "set_language",
     "shape_map",

@@ -19,6 +19,7 @@ import pickle
 import secrets
 import zipfile
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 
@@ -32,7 +33,7 @@ KINDS = {
     CHECKPOINT_FORMAT: ("an encoder-decoder Trainer (notebook 07)", "save_checkpoint", "load_checkpoint",
                         ("pairs", "src_itos", "tgt_itos")),
     GPT_CHECKPOINT_FORMAT: ("a GPTTrainer (notebook 09)", "save_gpt_checkpoint", "load_gpt_checkpoint", ("itos",)),
-    TRANSLATOR_CHECKPOINT_FORMAT: ("the CC-CEDICT translator (notebook 17)", "save_translator", "load_translator",
+    TRANSLATOR_CHECKPOINT_FORMAT: ("the sentence translator (notebook 17)", "save_translator", "load_translator",
                                    ("tokenizer",)),
 }
 COMMON_KEYS = ("settings", "step", "losses", "lrs", "schedule", "model", "sha256")
@@ -70,14 +71,26 @@ def shipped_file(*parts: str) -> Path:
                                 .format(path=Path(*parts), start=start))
 
 
-def validate_checkpoint_path(path, for_writing: bool, name: str = "path") -> Path:
-    """A checkpoint path, checked before any work: a file name in a folder that exists (``name`` is for messages)."""
+def validate_checkpoint_path(path, for_writing: bool, name: str = "path", save_name: str = "save_checkpoint") -> Path:
+    """A checkpoint path, checked before any work: a file name in a folder that exists (``name`` is for messages).
+
+    Returned with ``~`` expanded (the shell expands it, Python does not: ``~/d/x.pt`` was a folder named ``~``
+    and the message said ``mkdir -p ~/d``, which makes another folder). A path ending in a separator names a
+    folder (``Path("newdir/")`` drops the slash, and the checkpoint became a file named ``newdir``); ``"."`` (what
+    ``Path("")`` becomes) is the current folder: each is refused asking for a file name."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(_("{name} must be a file path (a str or pathlib.Path) such as 'numerals.pt', "
                         "got {path!r} ({type})").format(name=name, path=path, type=type(path).__name__))
-    if not str(path).strip():
+    text = os.fspath(path)
+    if not str(text).strip():
         raise ValueError(_("{name} is empty: give a file name such as 'numerals.pt'").format(name=name))
-    path = Path(path)
+    if str(text).endswith(tuple(sep for sep in ("/", os.sep, os.altsep) if sep)):
+        raise ValueError(_("{name} {path} ends with a separator, so it names a folder, not a file: add a file name, "
+                           "e.g. {example}").format(name=name, path=text, example=Path(text) / "numerals.pt"))
+    path = Path(path).expanduser()
+    if path == Path("."):
+        raise ValueError(_("{name} is '.', the current folder (an empty path '' becomes '.' once it is a Path): "
+                           "give a file name such as 'numerals.pt'").format(name=name))
     if path.is_dir():
         raise ValueError(_("{name} {path} is a folder, not a file: add a file name, e.g. {example}").format(
             name=name, path=path, example=path / 'numerals.pt'))
@@ -90,7 +103,8 @@ def validate_checkpoint_path(path, for_writing: bool, name: str = "path") -> Pat
             raise ValueError(_("{name} {path}: the folder {folder} is not writable; save somewhere else").format(
                 name=name, path=path, folder=folder))
     elif not path.exists():
-        raise ValueError(_("no checkpoint at {path}; train and save_checkpoint first").format(path=path))
+        raise ValueError(_("no checkpoint at {path}; train and {save_name} first").format(path=path,
+                                                                                          save_name=save_name))
     return path
 
 
@@ -121,7 +135,7 @@ def digest(state: dict) -> str:
 
 
 def save_whole(data, path: Path) -> None:
-    """``torch.save(data, path)`` that never leaves a partial file at ``path``.
+    """``torch.save(data, path)`` (or, for a ``str``, its UTF-8 text) that never leaves a partial file at ``path``.
 
     Written to a temporary file in the same folder, flushed to the disk (fsync), then renamed over ``path`` in
     one step (``os.replace``): until the new file is whole, the old one stays as it was. A failed save (a full
@@ -131,7 +145,7 @@ def save_whole(data, path: Path) -> None:
     try:
         # O_EXCL: never another process's temporary file; 0o666 less the umask, as any file the user saves
         with os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as file:
-            torch.save(data, file)
+            file.write(data.encode()) if isinstance(data, str) else torch.save(data, file)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
@@ -164,8 +178,8 @@ def read_checkpoint(path: str | Path, kind: str = CHECKPOINT_FORMAT, allow_untra
     """Read a checkpoint of ``kind`` as plain data (``torch.load(weights_only=True)``: no code from the file runs),
     and check it whole: its kind, its keys, the digest of its weights, and that every weight is finite. A model
     saved before any training step is refused unless ``allow_untrained`` (every loader takes the same flag)."""
-    path = validate_checkpoint_path(path, for_writing=False)
     save_name, load_name, kind_keys = KINDS[kind][1:]
+    path = validate_checkpoint_path(path, for_writing=False, save_name=save_name)
     with open(path, "rb") as file:
         magic = file.read(4)
     if magic != b"PK\x03\x04":  # torch.save writes a zip archive
@@ -183,7 +197,9 @@ def read_checkpoint(path: str | Path, kind: str = CHECKPOINT_FORMAT, allow_untra
             what, right_loader = KINDS[found][0], KINDS[found][2]
             raise ValueError(_("{path} holds {what}, not {wanted}: load it with {right_loader}").format(
                 path=path, what=what, wanted=KINDS[kind][0], right_loader=right_loader))
-        if isinstance(found, str) and found.startswith("walkthrough-"):
+        if isinstance(state, dict) and isinstance(state.get("sha256"), str) and digest(state) != state["sha256"]:
+            damaged(path, load_name)  # a byte flipped in the format's name: not an earlier version
+        if isinstance(found, str) and earlier_format(found):
             raise ValueError(_("{path} was saved by an earlier version of walkthrough ({found}), without a digest "
                              "of its weights: train and {save_name} again").format(
                                  path=path, found=found, save_name=save_name))
@@ -196,9 +212,7 @@ def read_checkpoint(path: str | Path, kind: str = CHECKPOINT_FORMAT, allow_untra
                              path=path, missing_keys=', '.join(missing) or 'its weights',
                              save_name=save_name))
     if digest(state) != state["sha256"]:
-        raise ValueError(_("{path} is damaged: its contents do not match the digest stored with them (bytes changed "
-                         "on disk or in a copy); {load_name} refuses it. Copy it again or re-make it").format(
-                             path=path, load_name=load_name))
+        damaged(path, load_name)
     not_finite = [name for name, tensor in state["model"].items()
                   if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
     if not_finite:
@@ -209,6 +223,19 @@ def read_checkpoint(path: str | Path, kind: str = CHECKPOINT_FORMAT, allow_untra
         raise ValueError(_("{path} holds an untrained model (step 0): train it first, "
                          "or pass allow_untrained=True to load it anyway").format(path=path))
     return state | {"model": current_names(state["model"])}
+
+
+def earlier_format(found: str) -> bool:
+    """Whether ``found`` is a format an earlier version wrote: one of ``KINDS`` with a lower number."""
+    stem, _dash, number = found.rpartition("-")
+    return number.isdigit() and any(kind.rpartition("-")[0] == stem and int(number) < int(kind.rpartition("-")[2])
+                                    for kind in KINDS)
+
+
+def damaged(path: Path, load_name: str) -> NoReturn:
+    raise ValueError(_("{path} is damaged: its contents do not match the digest stored with them (bytes changed "
+                       "on disk or in a copy); {load_name} refuses it. Copy it again or re-make it").format(
+                           path=path, load_name=load_name))
 
 
 def settings_from(state: dict, settings_type: type, path: Path):

@@ -121,6 +121,23 @@ def _derive() -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, int], ...]]
     return tuple(pairs.items()), tuple(sorted(counts.items()))
 
 
+@cache
+def cedict_dictionary() -> dict[str, str]:
+    """Every simplified headword of any length with the first of its glosses that rule 3 keeps (first entry
+    first): the dictionary of notebook 17's word-for-word baseline."""
+    dictionary: dict[str, str] = {}
+    for line in _cedict_lines():
+        match = _LINE.match(line)
+        if match is None or match.group(2) in dictionary:
+            continue
+        for gloss in match.group(4).split("/"):
+            english = clean_gloss(gloss)[0]
+            if english is not None:
+                dictionary[match.group(2)] = english
+                break
+    return dictionary
+
+
 # What each count is called where a student reads it (notebook 17), in the reader's language; the keys stay as they
 # are, for the code that reads them (scripts/make_checkpoints.py, the tests).
 COUNT_NAMES = {

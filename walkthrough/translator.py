@@ -1,16 +1,23 @@
-"""The real translator (notebook 17): CC-CEDICT phrases -> English, on the package's own Transformer.
+"""The real translator (notebook 17): Tatoeba's Chinese sentences -> English, on the package's own Transformer.
 
 One byte-level BPE vocabulary (Hugging Face ``tokenizers``) serves both languages, so one ``[V, D]`` matrix is
 the source embedding, the target embedding and the output head (``share_embeddings``). The training loop is
-``TrainingLoop``; the task adds only its batches (a fixed shuffle of the train split per epoch, the
-everyday phrases repeated) and its loss (label-smoothed cross-entropy, PAD ignored).
+``TrainingLoop``; the task adds only its batches (a fixed shuffle of the train split per epoch) and its loss
+(label-smoothed cross-entropy, PAD ignored). Two baselines a student can run by hand sit beside it
+(``translation_memory``, ``word_for_word``), scored the same way (``scores``).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
+import re
+import unicodedata
+import warnings
+from array import array
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -20,6 +27,7 @@ from .attention import keep_attention_weights
 from .checkpoints import (
     TRANSLATOR_CHECKPOINT_FORMAT,
     read_checkpoint,
+    save_whole,
     settings_from,
     shipped_file,
     validate_checkpoint_path,
@@ -27,7 +35,7 @@ from .checkpoints import (
 )
 from .checks import check_dropout, check_positive_int
 from .config import ModelConfig
-from .corpus import EVERYDAY_PHRASES, LICENCE_NOTE, cedict_pairs
+from .corpus import cedict_dictionary
 from .data import EOS, PAD, SOS, UNK, Vocab, pad_batch
 from .decoding import beam_search, greedy_decode
 from .i18n import N_, _
@@ -35,6 +43,7 @@ from .loss import sequence_loss, validate_smoothing
 from .memory_guard import check_fits_in_memory
 from .model import Transformer
 from .numeral_task import validate_texts
+from .sentences import LICENCE_NOTE, sentence_pairs
 from .training import (
     Batch,
     TrainingLoop,
@@ -46,21 +55,30 @@ from .training import (
 )
 
 SPECIAL_TOKENS = [PAD, SOS, EOS, UNK]  # ids 0..3, as every Vocab of the package: pad_id is 0 everywhere
-MAX_TOKENS = 48  # a phrase's tokens fed to the model (the longest in the dictionary pairs: 21)
-MAX_NEW_TOKENS = 24  # the longest English the model writes, in tokens
+MIN_VOCAB_SIZE = 256 + len(SPECIAL_TOKENS)  # every byte, then the special tokens: no merge yet
+MAX_TOKENS = 64  # a sentence's tokens fed to the model (the longest Chinese kept, 32 characters, is at most 48)
+SHIPPED_CHECKPOINT = "tatoeba.pt"  # in checkpoints/, made by scripts/make_checkpoints.py
+# GPT-2's byte-to-character table, as the library's ByteLevel writes a token: a printable byte stands for itself,
+# the others for U+0100 onwards in byte order. Read backwards: the bytes a token holds.
+_PRINTABLE = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+BYTE_OF = {chr(b): b for b in _PRINTABLE} | {
+    chr(0x100 + n): b for n, b in enumerate(b for b in range(256) if b not in _PRINTABLE)}
+SORTED_RUN = 50  # batches sorted by length together: long enough to pad little, short enough to stay random
+MAX_NEW_TOKENS = 48  # the longest English the model writes, in tokens (the longest train sentence: 40)
 
 
 def train_tokenizer(texts: list[str], vocab_size: int):
     """A byte-level BPE tokenizer (Hugging Face ``tokenizers``) trained on ``texts``: any string round-trips.
 
-    The settings that make ``decode(encode(s)) == s`` for every string: no prefix space, no regex split (a
-    phrase is merged as a whole), every one of the 256 byte symbols in the base alphabet (so a character never
-    seen is its UTF-8 bytes), and the ByteLevel decoder.
+    The settings that make ``decode(encode(s)) == s`` for every string: no prefix space, every one of the 256
+    byte symbols in the base alphabet (so a character never seen is its UTF-8 bytes), and the ByteLevel decoder.
+    GPT-2's split first cuts a sentence into words, spaces and punctuation, so a merge never joins two words
+    (a run of Chinese characters is one such word).
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
@@ -70,26 +88,28 @@ def train_tokenizer(texts: list[str], vocab_size: int):
 
 @dataclass(frozen=True)
 class TranslatorSettings:
-    """The shipped translator's sizes and schedule (1 thread of 2 shared CPU cores trained it in 28 minutes)."""
+    """The shipped translator's sizes and schedule (scripts/make_checkpoints.py trains it on one CPU thread)."""
 
-    vocab_size: int = 4000
+    vocab_size: int = 8000
     d_model: int = 256
     num_heads: int = 4
-    d_ff: int = 512
+    d_ff: int = 1024
     num_layers: int = 2
-    dropout: float = 0.0  # two epochs or so fit in the budget: far from over-fitting, dropout only slows it
+    dropout: float = 0.1
     batch_size: int = 128
-    steps: int = 2000  # measured 0.55-2.8 s a step on one thread (the machine shared with 8 engineers): ~25 min
+    steps: int = 2600
     warmup: int | None = None
-    peak_lr: float = 1.5e-3
+    peak_lr: float = 1e-3
     smoothing: float = 0.1
-    everyday_repeats: int = 50  # each everyday phrase is this many times in an epoch's data (the rest: once)
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "d_model", "num_heads", "d_ff", "num_layers", "batch_size", "steps",
-                     "everyday_repeats"):
+        for name in ("vocab_size", "d_model", "num_heads", "d_ff", "num_layers", "batch_size", "steps"):
             check_positive_int(name, getattr(self, name))
+        if self.vocab_size < MIN_VOCAB_SIZE:
+            raise ValueError(_("vocab_size={vocab_size} is below the {minimum} ids every vocabulary starts with "
+                               "(256 bytes and 4 special tokens): use vocab_size >= {minimum}").format(
+                                   vocab_size=self.vocab_size, minimum=MIN_VOCAB_SIZE))
         if self.warmup is None:
             object.__setattr__(self, "warmup", default_warmup(self.steps))  # frozen: set once, here
         validate_warmup(self.warmup, self.steps)
@@ -106,27 +126,20 @@ class TranslatorSettings:
                            max_len=MAX_TOKENS + 2, dropout=self.dropout, pad_id=Vocab.pad_id, share_embeddings=True)
 
 
-def training_data(settings: TranslatorSettings) -> list[tuple[str, str]]:
-    """The train split, with each everyday phrase ``everyday_repeats`` times (said in notebook 17)."""
-    train = cedict_pairs("train")
-    everyday = [pair for pair in train if pair[0] in set(EVERYDAY_PHRASES)]
-    return train + everyday * (settings.everyday_repeats - 1)
-
-
-def fine_tune_data(phrases: list[tuple[str, str]], repeats: int = 24, others: int = 1000,
+def fine_tune_data(pairs: list[tuple[str, str]], repeats: int = 24, others: int = 1000,
                    seed: int = 0) -> list[tuple[str, str]]:
-    """A class's (zh, en) phrases, each ``repeats`` times, mixed with ``others`` train pairs drawn with ``seed``.
+    """A class's (zh, en) sentences, each ``repeats`` times, mixed with ``others`` train pairs drawn with ``seed``.
 
-    Notebook 17 fine-tunes on it: the phrases alone (32 of them a batch) taught them in 30 steps but pushed the
-    validation loss from 3.65 to 5.42; the train pairs mixed in keep the rest of what the model knows in play.
+    Notebook 17 fine-tunes on it: the sentences alone would teach them and make the model forget the rest; the
+    train pairs mixed in keep what the model knows in play.
     """
     check_positive_int("repeats", repeats)
     check_positive_int("others", others)
-    for i, pair in enumerate(phrases):
+    for i, pair in enumerate(pairs):
         if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(t, str) and t.strip() for t in pair)):
-            raise ValueError(_("phrases[{i}] must be a (Chinese, English) pair of non-blank strings such as "
-                             "('早上好', 'good morning'), got {pair!r}").format(i=i, pair=pair))
-    return list(phrases) * repeats + random.Random(seed).sample(cedict_pairs("train"), others)
+            raise ValueError(_("pairs[{i}] must be a (Chinese, English) pair of non-blank strings such as "
+                             "('早上好！', 'Good morning!'), got {pair!r}").format(i=i, pair=pair))
+    return list(pairs) * repeats + random.Random(seed).sample(sentence_pairs("train"), others)
 
 
 class Translator:
@@ -155,6 +168,11 @@ class Translator:
         """Each token of ``text`` as text (a token holding part of a character's bytes shows as �)."""
         return [self.tokenizer.decode([i]) for i in self.encode(text)]
 
+    def token_bytes(self, text: str) -> list[bytes]:
+        """The UTF-8 bytes each token of ``text`` stands for (notebook 16's rule: a character never merged is its
+        bytes, so a token may hold part of one)."""
+        return [bytes(BYTE_OF[symbol] for symbol in self.tokenizer.id_to_token(i)) for i in self.encode(text)]
+
     def source_batch(self, texts: list[str]) -> torch.Tensor:
         return pad_batch([self.encode(text) for text in texts], Vocab.pad_id)  # [B, L_src]
 
@@ -171,7 +189,8 @@ class Translator:
         is cut there, since the model never saw a phrase that long. ``batch_size`` texts decode at once (each
         with ``beam_size`` beams): small enough that a class's kernels stay small.
         """
-        validate_texts(texts, "早上好", N_("phrase"))
+        validate_texts(texts, "早上好！", N_("sentence"))
+        check_positive_int("batch_size", batch_size)
         if beam_size is not None:
             check_positive_int("beam_size", beam_size)
         self.model.eval()
@@ -188,21 +207,27 @@ class Translator:
         return out
 
     @torch.no_grad()
-    def cross_attention(self, zh: str, en: str | None = None, layer: int = -1):
+    def cross_attention(self, zh: str, en: str | None = None, layer: int = -1, per_head: bool = False):
         """Teacher-forced cross-attention of one pair, averaged over heads: (weights [L_tgt, L_src], the token each
-        row predicts, the source tokens). ``en`` left out: the model's own greedy translation."""
+        row predicts, the source tokens). ``en`` left out: the model's own greedy translation. ``per_head``: each
+        head's map, [H, L_tgt, L_src]."""
         en = self.translate([zh])[0] if en is None else en
         batch = self.batch([(zh, en)])
         self.model.eval()
         with keep_attention_weights(self.model), torch_threads(1):
             self.model(batch.src, batch.tgt_in)
-        weights = self.model.decoder.layers[layer].cross_attn.attn_weights[0].mean(0)  # [L_tgt, L_src]
+        weights = self.model.decoder.layers[layer].cross_attn.attn_weights[0]  # [H, L_tgt, L_src]
+        weights = weights if per_head else weights.mean(0)  # [L_tgt, L_src]
         predicted = [self.tokenizer.decode([int(i)]) if int(i) != Vocab.eos_id else EOS for i in batch.labels[0]]
         return weights, predicted, self.tokens(zh)
 
     @torch.no_grad()
-    def loss(self, pairs: list[tuple[str, str]], batch_size: int = 64) -> float:
-        """Mean teacher-forced cross-entropy per target token (no smoothing) over ``pairs``."""
+    def loss(self, pairs: list[tuple[str, str]], batch_size: int = 16) -> float:
+        """Mean teacher-forced cross-entropy per target token (no smoothing) over ``pairs``, ``batch_size`` pairs at a
+        time (16: the logits of 16 sentences are [16, L_tgt, V], a few MB, so a class's kernels stay small)."""
+        check_positive_int("batch_size", batch_size)
+        if not pairs:
+            raise ValueError(_("pairs is empty: give at least one (Chinese, English) pair"))
         self.model.eval()
         total, tokens = 0.0, 0
         with torch_threads(1):
@@ -218,8 +243,8 @@ class TranslatorTrainer(TrainingLoop):
     """The translation task on ``TrainingLoop``: a fixed shuffle per epoch (from the seed), so step ``s``'s batch
     is the same in every run and a resumed run sees the same data.
 
-    By default a new model on ``training_data(settings)``; given ``model`` (a loaded translator's), it trains
-    that one further (a fine-tune), and given ``pairs``, on those pairs instead.
+    By default a new model on the train split of ``sentence_pairs``; given ``model`` (a loaded translator's), it
+    trains that one further (a fine-tune), and given ``pairs``, on those pairs instead.
     """
 
     def __init__(self, settings: TranslatorSettings, tokenizer, threads: int = 1, model: Transformer | None = None,
@@ -228,13 +253,20 @@ class TranslatorTrainer(TrainingLoop):
             raise TypeError(_("settings must be a walkthrough.TranslatorSettings, got {type}").format(
                 type=type(settings).__name__))
         self.settings = settings
+        cfg = settings.model_config(tokenizer.get_vocab_size())
+        torch.manual_seed(settings.seed)  # the initial weights and every dropout mask: a run repeats, a fine-tune too
         if model is None:
-            torch.manual_seed(settings.seed)
-            cfg = settings.model_config(tokenizer.get_vocab_size())
             check_fits_in_memory(cfg)  # refused before anything is allocated
             model = Transformer(cfg)
+        elif model.cfg != cfg:  # a checkpoint of it could never be loaded: its settings would not build its model
+            differ = [f"{name}={getattr(cfg, name)!r} (model: {getattr(model.cfg, name)!r})"
+                      for name in ("d_model", "num_heads", "d_ff", "num_layers", "src_vocab_size", "max_len",
+                                   "dropout") if getattr(cfg, name) != getattr(model.cfg, name)]
+            raise ValueError(_("settings do not fit the model to fine-tune: {differ}; start from the model's own "
+                               "settings, e.g. dataclasses.replace(translator.settings, steps=...)").format(
+                                   differ="; ".join(differ) or repr(cfg)))
         self.translator = Translator(model, tokenizer, settings)
-        self.pairs = training_data(settings) if pairs is None else list(pairs)
+        self.pairs = sentence_pairs("train") if pairs is None else list(pairs)
         if len(self.pairs) < settings.batch_size:
             raise ValueError(_("{count} pairs do not fill one batch of batch_size={batch_size}: give more pairs "
                              "or a smaller batch_size").format(count=len(self.pairs), batch_size=settings.batch_size))
@@ -244,16 +276,34 @@ class TranslatorTrainer(TrainingLoop):
         super().__init__(model, self.batch, self.loss, steps=settings.steps, warmup=settings.warmup,
                          peak_lr=settings.peak_lr, threads=threads)
 
+    @property
+    def epochs(self) -> float:
+        """How many times the training pairs have been seen so far."""
+        return self.step * self.settings.batch_size / len(self.pairs)
+
     def batch(self, step: int) -> Batch:
         epoch, index = divmod(step, self._batches_per_epoch)
         if self._epoch_order is None or self._epoch_order[0] != epoch:
-            order = list(range(len(self._ids)))
-            random.Random(self.settings.seed * 1_000_003 + epoch).shuffle(order)
-            self._epoch_order = (epoch, order)
-        size = self.settings.batch_size
-        chosen = [self._ids[i] for i in self._epoch_order[1][index * size:(index + 1) * size]]
+            self._epoch_order = (epoch, self._epoch_batches(epoch))
+        chosen = [self._ids[i] for i in self._epoch_order[1][index]]
         tgt_in, labels = teacher_forcing([en for _, en in chosen])
         return Batch(pad_batch([zh for zh, _ in chosen], Vocab.pad_id), tgt_in, labels)
+
+    def _epoch_batches(self, epoch: int) -> list[list[int]]:
+        """One epoch's batches: the pairs shuffled, then each run of ``SORTED_RUN`` batches sorted by length and
+        cut into batches, in a shuffled order. A batch of sentences of about one length pads little: a padded
+        token costs as much as a real one, and a random batch of Tatoeba is two-thirds padding."""
+        rng, size = random.Random(self.settings.seed * 1_000_003 + epoch), self.settings.batch_size
+        order = list(range(len(self._ids)))
+        rng.shuffle(order)
+        batches = []
+        run = SORTED_RUN * size
+        for start in range(0, self._batches_per_epoch * size, run):
+            chunk = sorted(order[start:min(start + run, self._batches_per_epoch * size)],
+                           key=lambda i: (len(self._ids[i][0]), len(self._ids[i][1])))
+            batches += [chunk[i:i + size] for i in range(0, len(chunk), size)]
+        rng.shuffle(batches)
+        return batches
 
     def loss(self, model: Transformer, batch: Batch) -> torch.Tensor:
         logits = model(batch.src, batch.tgt_in)  # [B, L_tgt, V]
@@ -264,6 +314,13 @@ def scores(hypotheses: list[str], references: list[str]) -> dict[str, float]:
     """Corpus chrF and BLEU (sacrebleu, its default settings) of ``hypotheses`` against one reference each."""
     import sacrebleu
 
+    for name, texts in (("hypotheses", hypotheses), ("references", references)):
+        if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+            raise TypeError(_("{name} must be a list of strings, one per sentence").format(name=name))
+    if not hypotheses or len(hypotheses) != len(references):
+        raise ValueError(_("hypotheses and references must be two lists of the same, non-zero length (one "
+                           "reference per translation), got {hypotheses} and {references}").format(
+                               hypotheses=len(hypotheses), references=len(references)))
     return {"chrF": sacrebleu.corpus_chrf(hypotheses, [references]).score,
             "BLEU": sacrebleu.corpus_bleu(hypotheses, [references]).score}
 
@@ -274,54 +331,110 @@ def sentence_chrf(hypothesis: str, reference: str) -> float:
     return sacrebleu.sentence_chrf(hypothesis, [reference]).score
 
 
-def nearest_headword_baseline(texts: list[str], train: list[tuple[str, str]] | None = None) -> list[str]:
-    """The baseline a student can run by hand: the gloss of the training headword sharing the most characters
-    with the text (ties: the one with fewest characters the text lacks, then the first in the train split).
-    A text that shares no character with any headword gets an empty guess."""
-    train = cedict_pairs("train") if train is None else train
-    by_character: dict[str, list[int]] = {}
-    for index, (zh, _en) in enumerate(train):
-        for character in set(zh):
-            by_character.setdefault(character, []).append(index)
+def sentence_bleu(hypothesis: str, reference: str) -> float:
+    import sacrebleu
+
+    return sacrebleu.sentence_bleu(hypothesis, [reference]).score
+
+
+def _character_grams(text: str) -> Counter[str]:
+    """The characters of ``text`` and its pairs of neighbouring characters (spaces left out)."""
+    text = "".join(text.split())
+    return Counter(list(text) + [text[i:i + 2] for i in range(len(text) - 1)])
+
+
+def translation_memory(texts: list[str], train: list[tuple[str, str]] | None = None) -> list[str]:
+    """Baseline 1, by hand: the English of the most similar training sentence, by the cosine of character 1- and
+    2-gram counts weighted by TF-IDF (ties: the first in the train split; no shared gram: an empty guess)."""
+    train = sentence_pairs("train") if train is None else train
+    df = Counter(gram for zh, _ in train for gram in _character_grams(zh))  # in how many sentences each gram is
+    columns = {gram: i for i, gram in enumerate(df)}
+    idf = torch.tensor([math.log(len(train) / n) + 1.0 for n in df.values()])  # [G]
+
+    def tf_idf(sentences: list[str]) -> torch.Tensor:  # [N, G], each row of length 1, sparse (CSR)
+        starts, cols, counts = array("q", [0]), array("q"), array("f")  # flat and compact: a class's kernel stays small
+        for text in sentences:
+            row = sorted((columns[gram], n) for gram, n in _character_grams(text).items() if gram in columns)
+            cols.extend(col for col, _ in row), counts.extend(n for _, n in row), starts.append(len(cols))
+        starts_, cols_ = torch.tensor(starts, dtype=torch.long), torch.tensor(cols, dtype=torch.long)
+        values = torch.tensor(counts, dtype=torch.float32) * idf[cols_]
+        rows = torch.repeat_interleave(torch.arange(len(sentences)), starts_.diff())
+        norms = torch.zeros(len(sentences)).index_add_(0, rows, values ** 2).sqrt()
+        with warnings.catch_warnings():  # PyTorch calls its CSR layout "beta" on every use: a student needs no warning
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.sparse_csr_tensor(starts_, cols_, values / norms[rows], (len(sentences), len(columns)))
+
+    memory = tf_idf([zh for zh, _ in train])  # [N_train, G]
+    guesses = []
+    for start in range(0, len(texts), 32):  # 32 texts at a time: [32, G] queries, [N_train, 32] cosines, a few MB
+        queries = tf_idf(texts[start:start + 32]).to_dense()  # [b, G]
+        cosines = memory @ queries.T  # [N_train, b]
+        best = cosines.argmax(0)  # the first of equal maxima
+        guesses += [train[int(i)][1] if cosines[i, j] > 0 else "" for j, i in enumerate(best)]
+    return guesses
+
+
+def word_for_word(texts: list[str]) -> list[str]:
+    """Baseline 2, by hand: each text cut into CC-CEDICT headwords, longest match first, each replaced by its
+    first gloss, in Chinese word order (a character the dictionary lacks is kept as it is)."""
+    dictionary = cedict_dictionary()
+    longest = max(map(len, dictionary))
     guesses = []
     for text in texts:
-        shared: dict[int, int] = {}
-        for character in set(text):
-            for index in by_character.get(character, ()):
-                shared[index] = shared.get(index, 0) + 1
-        if not shared:
-            guesses.append("")
-            continue
-        best = min(shared, key=lambda i: (-shared[i], len(set(train[i][0]) - set(text)), i))
-        guesses.append(train[best][1])
+        words, start = [], 0
+        while start < len(text):
+            for end in range(min(len(text), start + longest), start, -1):
+                if text[start:end] in dictionary:
+                    words.append(dictionary[text[start:end]])
+                    break
+            else:
+                end = start + 1
+                words.append(unicodedata.normalize("NFKC", text[start]).replace("。", "."))
+            start = end
+        guesses.append(re.sub(r" ([.,!?;:])", r"\1", " ".join(word for word in words if word.strip())))
     return guesses
 
 
 def tokenizer_path(checkpoint: Path) -> Path:
-    """The tokenizer's file beside its checkpoint: ``cedict.pt`` -> ``cedict_tokenizer.json``."""
+    """The tokenizer's file beside its checkpoint: ``tatoeba.pt`` -> ``tatoeba_tokenizer.json``."""
     return checkpoint.with_name(f"{checkpoint.stem}_tokenizer.json")
 
 
+def licence_path(checkpoint: Path) -> Path:
+    """The licence note beside a checkpoint: ``tatoeba.pt`` -> ``tatoeba_LICENCE.json``."""
+    return checkpoint.with_name(f"{checkpoint.stem}_LICENCE.json")
+
+
 def save_translator(trainer: TranslatorTrainer, path: str | Path, optimizer: bool = False) -> None:
-    """The weights, settings and history (``optimizer=True``: all a resume needs), and the tokenizer beside it.
+    """The weights, settings and history (``optimizer=True``: all a resume needs), and beside it the tokenizer and
+    the licence note, each written whole or not at all.
 
     The tokenizer is stored in the checkpoint too (its JSON, covered by the digest), so the pair cannot be
-    mixed up; the file beside it is for reading and for other tools.
+    mixed up; the file beside it is for reading and for other tools. A full disk after the checkpoint is
+    written says which files were saved and which were not.
     """
     path = validate_checkpoint_path(path, for_writing=True)
     tokenizer_json = trainer.translator.tokenizer.to_str()
     write_checkpoint(path, TRANSLATOR_CHECKPOINT_FORMAT, {
         "settings": asdict(trainer.settings), "tokenizer": tokenizer_json, **trainer.state_dict(optimizer)})
-    tokenizer_path(path).write_text(tokenizer_json)
-    licence_note(path.with_name(f"{path.stem}_LICENCE.json"), [path.name, tokenizer_path(path).name])
+    beside = {tokenizer_path(path): tokenizer_json,
+              licence_path(path): json.dumps({"files": [path.name, tokenizer_path(path).name],
+                                              "licence": "CC BY 2.0 FR", "note": LICENCE_NOTE}, indent=1) + "\n"}
+    for written, (file, text) in enumerate(beside.items()):
+        try:
+            save_whole(text, file)
+        except OSError as err:
+            missing = ", ".join(str(name) for name in list(beside)[written:])
+            raise OSError(_("{path} was saved (load_translator reads it alone), but not {missing}: {err}").format(
+                path=path, missing=missing, err=err)) from err
 
 
 def load_translator(path: str | Path | None = None, allow_untrained: bool = False) -> Translator:
-    """The shipped translator (``checkpoints/cedict.pt``), or the one saved at ``path``, ready to translate.
+    """The shipped translator (``checkpoints/tatoeba.pt``), or the one saved at ``path``, ready to translate.
     ``allow_untrained``: as for ``load_checkpoint``."""
     from tokenizers import Tokenizer
 
-    path = Path(shipped_file("checkpoints", "cedict.pt") if path is None else path)
+    path = Path(shipped_file("checkpoints", SHIPPED_CHECKPOINT) if path is None else path)
     state = read_checkpoint(path, TRANSLATOR_CHECKPOINT_FORMAT, allow_untrained)
     settings = settings_from(state, TranslatorSettings, path)
     tokenizer = Tokenizer.from_str(state["tokenizer"])
@@ -334,8 +447,3 @@ def load_translator(path: str | Path | None = None, allow_untrained: bool = Fals
                          "save it again").format(path=path, err=str(err).splitlines()[0])) from None
     model.eval()
     return Translator(model, tokenizer, settings, state["step"], state["losses"])
-
-
-def licence_note(path: Path, files: list[str]) -> None:
-    """Write the share-alike note beside ``files``, derived from CC-CEDICT."""
-    path.write_text(json.dumps({"files": files, "licence": "CC BY-SA 4.0", "note": LICENCE_NOTE}, indent=1) + "\n")

@@ -84,6 +84,7 @@ def control_labels() -> dict[str, str]:
         "kv_heads": pgettext("control", "kv_heads"), "layers": pgettext("control", "layers"),
         "vocab": pgettext("control", "vocab"), "vocabulary": pgettext("control", "vocabulary"),
         "number": pgettext("control", "number"), "phrase": pgettext("control", "phrase"),
+        "sentence": pgettext("control", "sentence"),
         "beam": pgettext("control", "beam"), "step": pgettext("control", "step"),
         "causal": pgettext("control", "causal"), "block_q": pgettext("control", "block_q"),
         "block_k": pgettext("control", "block_k"), "world_size": pgettext("control", "world_size"),
@@ -367,23 +368,23 @@ def translation_explorer(trainer) -> Explorer:
 
 
 def real_translation_explorer(translator) -> Explorer:
-    """Notebook 17: type a Chinese phrase; see the shipped model's English (greedy and beam) and where it looked."""
-    def render(phrase, beam):
-        if drawn.get("of") != (phrase, get_language()):  # a move of the beam keeps the greedy answer and its map
-            [drawn["guess"]] = translator.translate([phrase])
-            weights, predicted, source = translator.cross_attention(phrase, drawn["guess"])
+    """Notebook 17: type a Chinese sentence; see the shipped model's English (greedy and beam) and where it looked."""
+    def render(sentence, beam):
+        if drawn.get("of") != (sentence, get_language()):  # a move of the beam keeps the greedy answer and its map
+            [drawn["guess"]] = translator.translate([sentence])
+            weights, predicted, source = translator.cross_attention(sentence, drawn["guess"])
             drawn["figure"] = viz.translation_figure(weights, predicted, source, N_("source token (key)"),
                                                      key_width=0.5, into=drawn.get("figure"))
-            drawn["shown"], drawn["of"] = _Shown(_output(drawn["figure"])), (phrase, get_language())
-        [beamed] = translator.translate([phrase], beam_size=beam)
+            drawn["shown"], drawn["of"] = _Shown(_output(drawn["figure"])), (sentence, get_language())
+        [beamed] = translator.translate([sentence], beam_size=beam)
         summary = _Text(_("greedy:       {guess}").format(guess=drawn["guess"]) + "\n"
                         + _("beam of {beam}:    {beamed}").format(beam=beam, beamed=beamed))
         return summary, drawn["shown"]
     drawn = {}  # the figure of the last move, drawn again in place: its axes and ticks are not made again
-    phrase = widgets.Text(value="早上好", description="phrase", continuous_update=False,
-                          style={"description_width": "initial"}, layout=widgets.Layout(width=CONTROLS_WIDTH))
-    return explorer([phrase, slider("beam", 4, 1, 8)], render,
-                    _("Before you type 晚上好: which source token should 'evening' look at, and will the beam "
+    sentence = widgets.Text(value="早上好！", description="sentence", continuous_update=False,
+                            style={"description_width": "initial"}, layout=widgets.Layout(width=CONTROLS_WIDTH))
+    return explorer([sentence, slider("beam", 4, 1, 8)], render,
+                    _("Before you type 我爱你。: which source token should 'love' look at, and will the beam "
                       "change the greedy answer?"))
 
 
@@ -850,7 +851,7 @@ def every_explorer(trainer=None) -> dict[str, Callable[[], Explorer]]:
     models = {
         "trainer": lambda: (trainer or Trainer(TrainSettings(d_model=16, d_ff=32, num_layers=1, steps=2)),),
         "model, vocab": gpt,
-        "translator": lambda: (load_translator(shipped_file("checkpoints", "cedict.pt")),),
+        "translator": lambda: (load_translator(),),
     }
     made = {}
     for name, make in sorted(globals().items()):
