@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from walkthrough import widgets
+from walkthrough import cost, widgets
 from walkthrough.config import parameter_count
 
 B, L = widgets.SIZES["batch"], widgets.GPT_LENGTH
@@ -25,7 +25,7 @@ def expected_matmul_flops(cfg) -> int:
 @pytest.mark.parametrize("choice", CHOICES, ids=[",".join(c) or "source" for c in CHOICES])
 def test_the_explorers_numbers_follow_each_choice(choice):
     cfg = widgets.modern_block_config(**choice)
-    costs = widgets.modern_block_costs(cfg, B, L)
+    costs = cost.modern_block_costs(cfg, B, L)
     assert costs["parameters"] == parameter_count(cfg)
     assert costs["flops"] == expected_matmul_flops(cfg)
     assert costs["kv_cache_bytes"] == 2 * cfg.num_layers * cfg.kv_heads * cfg.d_k * 4 * B * L  # K and V, float32
@@ -36,20 +36,20 @@ def test_the_explorers_numbers_follow_each_choice(choice):
 
 
 def test_each_choice_changes_what_it_should_and_nothing_else():
-    source = widgets.modern_block_costs(widgets.modern_block_config(), B, L)
+    source = cost.modern_block_costs(widgets.modern_block_config(), B, L)
 
     def changed(**choice):
-        costs = widgets.modern_block_costs(widgets.modern_block_config(**choice), B, L)
+        costs = cost.modern_block_costs(widgets.modern_block_config(**choice), B, L)
         return {k for k in costs if costs[k] != source[k]}
 
     d, d_ff, layers, vocab = 512, 2048, 6, 30000
-    swiglu = widgets.modern_block_costs(widgets.modern_block_config(activation="swiglu"), B, L)
+    swiglu = cost.modern_block_costs(widgets.modern_block_config(activation="swiglu"), B, L)
     assert swiglu["parameters"] - source["parameters"] == layers * (d * d_ff + d_ff)  # W_up and its bias per layer
     assert changed(norm="rms") == {"parameters"}  # RMSNorm drops LayerNorm's shift: no shape, no FLOP
     assert changed(kv_heads=2) == {"parameters", "flops", "kv_cache_bytes"}
-    tied = widgets.modern_block_costs(widgets.modern_block_config(tied=True), B, L)
+    tied = cost.modern_block_costs(widgets.modern_block_config(tied=True), B, L)
     assert source["parameters"] - tied["parameters"] == vocab * d  # one [V, D] matrix fewer
-    low, high = (widgets.modern_block_costs(widgets.modern_block_config(positions="rope", rope_base=base), B, L)
+    low, high = (cost.modern_block_costs(widgets.modern_block_config(positions="rope", rope_base=base), B, L)
                  for base in (10000.0, 500000.0))
     assert {k for k in low if low[k] != high[k]} == {"rope_wavelength"}  # the base changes angles, not a count
 

@@ -3,6 +3,8 @@ grouped-query attention saves (notebook 09)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 from dataclasses import dataclass
 
@@ -11,8 +13,10 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from .attention import MultiHeadAttention
 from .config import GPTConfig, ModelConfig
+from .gpt import GPT
 from .i18n import N_, _, ljust, rjust
 from .layers import EncoderLayer
+from .rope import rope_frequencies
 
 
 @dataclass(frozen=True)
@@ -114,3 +118,24 @@ def gqa_costs(cfg: GPTConfig, batch: int = 32, length: int = 14) -> GQACosts:
     parameters = sum(p.numel() for p in attention.parameters())
     kv_heads, d_k = k.size(1), k.size(3)
     return GQACosts(tuple(k.shape), parameters, 2 * cfg.num_layers * kv_heads * d_k * 4)
+
+
+def modern_block_costs(cfg: GPTConfig, batch: int, length: int) -> dict[str, int | float | None]:
+    """What the block's choices change, from the real GPT built on the meta device: its parameters (a tied matrix
+    once), the forward's matmul FLOPs on [batch, length] ids (counted by torch's FlopCounterMode), the KV cache's
+    bytes for those batch·length tokens (float32), and RoPE's slowest pair's wavelength in tokens (None without
+    RoPE). Every layer is alike: a model of one layer is counted, and the other layers' share added (counting
+    all six was nearly all of a move)."""
+    with torch.device("meta"):
+        model = GPT(dataclasses.replace(cfg, num_layers=1)).eval()
+    ids = torch.zeros(batch, length, dtype=torch.long, device="meta")  # [B, L]: only the shape matters
+    with FlopCounterMode(display=False) as counter, torch.inference_mode():
+        model(ids)
+    more = cfg.num_layers - 1
+    layer_flops = sum(counter.get_flop_counts()["GPT.decoder.layers.0"].values())
+    layer_parameters = sum(p.numel() for p in model.decoder.layers[0].parameters())
+    slowest = float(rope_frequencies(cfg.d_k, dtype=torch.float64, base=cfg.rope_base).min())
+    return {"parameters": sum(p.numel() for p in model.parameters()) + more * layer_parameters,
+            "flops": counter.get_total_flops() + more * layer_flops,
+            "kv_cache_bytes": gqa_costs(cfg, batch, length).kv_bytes_per_token * batch * length,
+            "rope_wavelength": 2 * math.pi / slowest if cfg.positions == "rope" else None}

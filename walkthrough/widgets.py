@@ -28,18 +28,16 @@ import ipywidgets as widgets
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from torch.utils.flop_counter import FlopCounterMode
 
 from . import viz
 from .attention import keep_attention_weights
 from .bpe import VOCAB_SIZES, BPETokenizer, corpus_vocabulary
 from .config import GPTConfig, ModelConfig
-from .cost import encoder_layer_costs, format_costs, gqa_costs, kv_sharing
+from .cost import encoder_layer_costs, format_costs, gqa_costs, kv_sharing, modern_block_costs
 from .data import MAX_NUMBER, chinese_numeral, english_words
 from .decoding import next_token_probs
 from .distributed import check_global_batch, rank_memory, ring_all_reduce_bytes, shard_slice
 from .flash import flash_tiles
-from .gpt import GPT
 from .gradients import GradientTable, parameter_gradients, trace_gradients
 from .i18n import N_, _, get_language, ljust, pgettext
 from .language_model import prompt_ids
@@ -49,7 +47,6 @@ from .meta import SOURCE_SIZES
 from .model import Transformer
 from .numeral_task import cross_attention_map
 from .recording import Row
-from .rope import rope_frequencies
 from .steps import STEPS
 from .tables import shape_map, shape_table
 from .trace import meta_inputs, trace_callable, trace_shapes
@@ -714,27 +711,6 @@ def modern_block_config(norm: str = "layer", activation: str = "relu", positions
 
 
 @functools.lru_cache(maxsize=64)
-def modern_block_costs(cfg: GPTConfig, batch: int, length: int) -> dict[str, int | float | None]:
-    """What the block's choices change, from the real GPT built on the meta device: its parameters (a tied matrix
-    once), the forward's matmul FLOPs on [batch, length] ids (counted by torch's FlopCounterMode), the KV cache's
-    bytes for those batch·length tokens (float32), and RoPE's slowest pair's wavelength in tokens (None without
-    RoPE). Every layer is alike: a model of one layer is counted, and the other layers' share added (counting
-    all six was nearly all of a move)."""
-    with torch.device("meta"):
-        model = GPT(dataclasses.replace(cfg, num_layers=1)).eval()
-    ids = torch.zeros(batch, length, dtype=torch.long, device="meta")  # [B, L]: only the shape matters
-    with FlopCounterMode(display=False) as counter, torch.inference_mode():
-        model(ids)
-    more = cfg.num_layers - 1
-    layer_flops = sum(counter.get_flop_counts()["GPT.decoder.layers.0"].values())
-    layer_parameters = sum(p.numel() for p in model.decoder.layers[0].parameters())
-    slowest = float(rope_frequencies(cfg.d_k, dtype=torch.float64, base=cfg.rope_base).min())
-    return {"parameters": sum(p.numel() for p in model.parameters()) + more * layer_parameters,
-            "flops": counter.get_total_flops() + more * layer_flops,
-            "kv_cache_bytes": gqa_costs(cfg, batch, length).kv_bytes_per_token * batch * length,
-            "rope_wavelength": 2 * math.pi / slowest if cfg.positions == "rope" else None}
-
-
 def modern_block_explorer() -> Explorer:
     """Notebook 18: the source articles' GPT with today's block, one choice at a time (RMSNorm, SwiGLU, RoPE and
     its base, grouped K/V heads, tied embeddings): layer 0's traced shapes, the parameters, the forward's FLOPs
