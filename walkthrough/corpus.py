@@ -121,10 +121,10 @@ def _derive() -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, int], ...]]
     return tuple(pairs.items()), tuple(sorted(counts.items()))
 
 
-@cache
 def cedict_dictionary() -> dict[str, str]:
     """Every simplified headword of any length with the first of its glosses that rule 3 keeps (first entry
-    first): the dictionary of notebook 17's word-for-word baseline."""
+    first): the dictionary of notebook 17's word-for-word baseline. Built on each call (about a second), not kept:
+    its 120,000 entries would stay in every student's kernel."""
     dictionary: dict[str, str] = {}
     for line in _cedict_lines():
         match = _LINE.match(line)
