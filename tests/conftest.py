@@ -44,6 +44,15 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _language_restored():
+    """A test that leaves the package in Chinese turns the next test on its worker into a false failure."""
+    yield
+    left = wt.get_language()
+    wt.set_language("en")
+    assert left == "en", f"this test left the language at {left!r}: set it back in a finally or a fixture"
+
+
 # The classroom tier: tests that start kernels, JupyterLab, Chromium, torchrun or a hub, or build the site. `make
 # check` (between edits) runs everything else, the package's own tests; `make test` (CI, the README's command) runs
 # both tiers and nbval. A new test file belongs to the package tier unless it is named here.

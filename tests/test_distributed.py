@@ -132,7 +132,7 @@ def test_seconds_and_report_are_refused_where_they_cannot_work(monkeypatch, caps
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--report", "."], r"^error: --report \. is a folder, not a file: add a file name"),
+    (["--report", "."], r"^error: --report is '\.', the current folder .*: give a file name"),
     (["--report", "/nonexistent/dir/r.pt"], r"^error: --report /nonexistent/dir/r.pt: the folder /nonexistent/dir "
                                             r"does not exist"),
     (["--report", "same.pt", "--save", "same.pt"], r"^error: --report and --save name the same file \(same.pt\)"),

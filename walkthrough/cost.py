@@ -4,6 +4,7 @@ grouped-query attention saves (notebook 09)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -120,6 +121,7 @@ def gqa_costs(cfg: GPTConfig, batch: int = 32, length: int = 14) -> GQACosts:
     return GQACosts(tuple(k.shape), parameters, 2 * cfg.num_layers * kv_heads * d_k * 4)
 
 
+@functools.lru_cache(maxsize=64)  # a move asks for its choice and the source block's: each counted once
 def modern_block_costs(cfg: GPTConfig, batch: int, length: int) -> dict[str, int | float | None]:
     """What the block's choices change, from the real GPT built on the meta device: its parameters (a tied matrix
     once), the forward's matmul FLOPs on [batch, length] ids (counted by torch's FlopCounterMode), the KV cache's

@@ -710,7 +710,6 @@ def modern_block_config(norm: str = "layer", activation: str = "relu", positions
                      share_embeddings=tied)
 
 
-@functools.lru_cache(maxsize=64)
 def modern_block_explorer() -> Explorer:
     """Notebook 18: the source articles' GPT with today's block, one choice at a time (RMSNorm, SwiGLU, RoPE and
     its base, grouped K/V heads, tied embeddings): layer 0's traced shapes, the parameters, the forward's FLOPs
