@@ -396,6 +396,7 @@ def test_gqa_trace_names_kv_heads_h_kv_and_gpt_ids_once():
     assert rows["decoder.layers.0.self_attn", "Q transpose"].dims == "B H L d_k"
     assert ("embed", "ids") in rows and not any(step == "ids ids" for _, step in rows)
     assert rows["output_head", "logits"].dims == "B L V"
+    assert rows["model", "logits flattened"].dims == "B·L V"  # a product's factors renamed too (it read B·L_tgt)
 
 
 def test_apply_rope_refuses_ids_and_offsets_that_are_no_position():

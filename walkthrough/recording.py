@@ -8,6 +8,7 @@ Imports only the table of steps (``steps.py``), so every model module can call i
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -46,8 +47,9 @@ class Recorder:
         self.dim_names = dict(dim_names or {})
 
     def dims(self, general: str) -> str:
-        """The table's dims with this model's names: ``"B H_kv L_k d_k"`` -> ``"B H L_k d_k"``."""
-        return " ".join(self.dim_names.get(d, d) for d in general.split())
+        """The table's dims with this model's names: ``"B H_kv L_k d_k"`` -> ``"B H L_k d_k"``, and a product's
+        factors too (a GPT's ``"B·L_tgt V"`` -> ``"B·L V"``)."""
+        return re.sub(r"[A-Za-z_]\w*", lambda name: self.dim_names.get(name[0], name[0]), general)
 
 
 _active: Recorder | None = None
