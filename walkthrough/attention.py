@@ -147,37 +147,29 @@ class MultiHeadAttention(nn.Module):
         """
         if not checked:
             check_attention_inputs(self, query, key, value, mask, cache, positions)
-        batch, length_q, length_k = query.size(0), query.size(1), key.size(1)
-        heads, kv_heads, d_k = self.num_heads, self.num_kv_heads, self.d_k
         start = 0 if cache is None else cache.offset  # the new rows' first position: after the cached ones
-
-        q = record("q", self.w_q(query))  # [B, L_q, D]
-        q = record("q_view", q.view(batch, length_q, heads, d_k))  # [B, L_q, H, d_k]
-        q = record("q_transpose", q.transpose(1, 2))  # [B, H, L_q, d_k]: heads beside the batch
+        q = self.split_heads(record("q", self.w_q(query)), "q")  # [B, L_q, D] -> [B, H, L_q, d_k]
         if self.rope:
             q = record("q_rotated", rotate(q, start, positions, self.rope_base))  # [B, H, L_q, d_k]
         if cache is not None and cache.has_memory_kv:  # cross-attention after its first step: the memory's K, V
             k, v = cache.k, cache.v  # [B, H_kv, L_src, d_k]
         else:
-            k = record("k", self.w_k(key))  # [B, L_k, H_kv·d_k]
-            k = record("k_view", k.view(batch, length_k, kv_heads, d_k))  # [B, L_k, H_kv, d_k]
-            k = record("k_transpose", k.transpose(1, 2))  # [B, H_kv, L_k, d_k]
+            k = self.split_heads(record("k", self.w_k(key)), "k")  # [B, L_k, H_kv·d_k] -> [B, H_kv, L_k, d_k]
             if self.rope:
                 k = record("k_rotated", rotate(k, start, positions, self.rope_base))  # [B, H_kv, L_k, d_k]
-            v = record("v", self.w_v(value))  # [B, L_k, H_kv·d_k]
-            v = record("v_view", v.view(batch, length_k, kv_heads, d_k))  # [B, L_k, H_kv, d_k]
-            v = record("v_transpose", v.transpose(1, 2))  # [B, H_kv, L_k, d_k]
+            v = self.split_heads(record("v", self.w_v(value)), "v")  # [B, L_k, H_kv·d_k] -> [B, H_kv, L_k, d_k]
             if cache is not None:
                 k, v = cache.update(k, v)  # [B, H_kv, t, d_k]: the earlier positions' first
         if cache is not None:
             record("k_cached", k)
 
+        grouped = self.num_kv_heads != self.num_heads
         if not self.keep_weights:  # the fast path: PyTorch's fused kernel, no [L_q, L_k] weights made
             self.attn_weights = None
-            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=kv_heads != heads,
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=grouped,
                                                      dropout_p=self.dropout.p if self.training else 0.0)
         else:  # the same attention written out, its weights kept for a figure or a trace
-            if kv_heads != heads:  # each K/V head serves its group of query heads
+            if grouped:  # each K/V head serves its group of query heads
                 k, v = record("k_grouped", self.expand_kv(k)), record("v_grouped", self.expand_kv(v))
             # [B, H, L_q, d_k] and [B, H, L_q, L_k]; the mask was checked on entry
             context, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout, checked=True)
@@ -185,11 +177,13 @@ class MultiHeadAttention(nn.Module):
 
         return record("output", self.w_o(self.merge_heads(context)))  # [B, L_q, D]
 
-    def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
-        """The forward's split alone: [B, L, heads·d_k] -> view [B, L, heads, d_k] -> transpose [B, heads, L, d_k].
-        ``heads``: H (the default) for Q, H_kv for K and V."""
+    def split_heads(self, x: torch.Tensor, step: str = "q") -> torch.Tensor:
+        """[B, L, heads·d_k] -> view [B, L, heads, d_k] -> transpose [B, heads, L, d_k]: the heads beside the batch.
+        ``step``: "q" (H heads) or "k"/"v" (H_kv heads), the name a trace records each step under."""
         batch, length, _features = x.shape
-        return x.view(batch, length, heads or self.num_heads, self.d_k).transpose(1, 2)
+        heads = self.num_heads if step == "q" else self.num_kv_heads
+        x = record(f"{step}_view", x.view(batch, length, heads, self.d_k))  # [B, L, heads, d_k]
+        return record(f"{step}_transpose", x.transpose(1, 2))  # [B, heads, L, d_k]
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
         """[B, H, L, d_k] -> transpose [B, L, H, d_k] -> view [B, L, D] (contiguous first: view needs it)."""

@@ -33,8 +33,8 @@ def _parts(layer: EncoderLayer, x: torch.Tensor):
     its result), for x [B, L, D]."""
     attn, ffn = layer.self_attn, layer.feed_forward
     q = attn.split_heads(attn.w_q(x))  # [B, H, L, d_k]
-    k = attn.split_heads(attn.w_k(x))
-    v = attn.split_heads(attn.w_v(x))
+    k = attn.split_heads(attn.w_k(x), "k")
+    v = attn.split_heads(attn.w_v(x), "v")
     scores = q @ k.transpose(-2, -1)  # [B, H, L, L]
     weights = scores.softmax(-1)  # [B, H, L, L]
     norms = (layer.add_norm1, layer.add_norm2)
@@ -115,7 +115,7 @@ def gqa_costs(cfg: GPTConfig, batch: int = 32, length: int = 14) -> GQACosts:
     with torch.device("meta"):
         attention = MultiHeadAttention(cfg.d_model, cfg.num_heads, num_kv_heads=cfg.num_kv_heads, block=cfg.block)
         x = torch.empty(batch, length, cfg.d_model)  # [B, L, D]
-        k = attention.split_heads(attention.w_k(x), attention.num_kv_heads)  # [B, H_kv, L, d_k]
+        k = attention.split_heads(attention.w_k(x), "k")  # [B, H_kv, L, d_k]
     parameters = sum(p.numel() for p in attention.parameters())
     kv_heads, d_k = k.size(1), k.size(3)
     return GQACosts(tuple(k.shape), parameters, 2 * cfg.num_layers * kv_heads * d_k * 4)
