@@ -1,12 +1,13 @@
 """Chinese drawn as glyphs, not boxes, where a Chinese reader looks first: the static site's index (every title), the
-H1 of every Chinese site page, and the menu bar of `make lab-zh`.
+H1 of every Chinese site page, the menu bar of `make lab-zh`, and Chinese typed there into an explorer's text box.
 
 Chromium runs with a fontconfig set-up that lists no font able to draw Chinese (FONTCONFIG_FILE), so whatever this
 machine has installed, the only font that can draw a Chinese character is the one the project ships (the classroom
 stylesheet's @font-face). A canvas probe cannot tell a glyph from a box here: the canvas draws with the font it is
 given, while the page may lay out the missing-glyph box of another font. So each character's laid-out width (a
-Range over it, in the page) is compared with its glyph's advance in the shipped font file (read by fontTools): a
-box is about 0.6 em wide in the fallback fonts, a Noto Sans CJK glyph 1 em.
+Range over it, in the page; for the value of an <input>, which no Range reaches, the input's scrollWidth) is compared
+with its glyph's advance in the shipped font file (read by fontTools): a box is about 0.6 em wide in the fallback
+fonts, a Noto Sans CJK glyph 1 em.
 """
 
 import os
@@ -14,11 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 from fontTools.ttLib import TTFont
 from playwright.sync_api import sync_playwright
 
-from .test_browser import CHINESE_UI, CHROMIUM, PATIENCE_MS, ROOT, SCREEN, Notebook, serve_lab
+from .test_browser import CHINESE_UI, CHROMIUM, NOTEBOOK_DIR, PATIENCE_MS, ROOT, SCREEN, Notebook, serve_lab
 
 sys.path.insert(0, str(ROOT / "tools"))
 import build_site  # from tools/, which is not a package
@@ -181,4 +183,57 @@ def test_the_chinese_jupyterlab_draws_its_menu_bar_with_the_shipped_font(glyph_b
     # The notebook's own title: a heading at weight 500, as the site's headings that drew boxes behind system-ui.
     found, wrong = boxes(notebook.page, ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown h1", advance)
     notebook.check(len(found) >= 2 and not wrong, f"the notebook's H1 lays out Chinese as boxes: {wrong or found}")
+    notebook.page.close()
+
+
+# The text of an <input> is laid out inside the control, where no Range reaches. Squeezed to no width, the input
+# scrolls: its scrollWidth is its padding plus its value's laid-out width, and the same input emptied is the padding.
+TYPED_WIDTH = """input => {
+    const typed = input.value, kept = input.style.cssText;
+    input.style.cssText += ';flex:none;width:0;min-width:0';
+    const full = input.scrollWidth;
+    input.value = '';
+    const padding = input.scrollWidth;
+    input.value = typed;
+    input.style.cssText = kept;
+    return {typed, width: full - padding, size: parseFloat(getComputedStyle(input).fontSize),
+            family: getComputedStyle(input).fontFamily};
+}"""
+RUN_CELLS = """async cells => {
+    const notebook = window.jupyterapp.shell.currentWidget.content;
+    for (const index of cells) {
+        notebook.activeCellIndex = index;
+        await window.jupyterapp.commands.execute('notebook:run-cell');
+    }
+}"""
+
+
+def open_explorer(glyph_browser, lab_zh, name: str, explorer: str, shots: Path) -> Notebook:
+    """A Chinese notebook with only its set-up cell (its first code cell) and the cell making ``explorer`` run, the
+    saved outputs cleared first: the explorer shown is the kernel's, not the one saved in the notebook."""
+    cells = nbformat.read(NOTEBOOK_DIR / name, as_version=4).cells
+    code = [index for index, cell in enumerate(cells) if cell.cell_type == "code"]
+    notebook = Notebook(glyph_browser, lab_zh, name, shots, CHINESE_UI)
+    notebook.menu("Edit", "editmenu:clear-all")
+    notebook.page.evaluate(RUN_CELLS, [code[0], next(i for i in code if f"widgets.{explorer}(" in cells[i].source)])
+    return notebook
+
+
+def test_chinese_typed_into_an_explorers_text_box_is_drawn_with_the_shipped_font(glyph_browser, lab_zh, advance,
+                                                                                 tmp_path):
+    """Issue 39: 早上好 typed on the keyboard into zh/17's sentence box (a widgets.Text, as 16's phrase box) is laid
+    out as wide as its glyphs in the shipped font: a form control does not inherit the page's font, and the
+    browser's own (Arial) drew boxes."""
+    notebook = open_explorer(glyph_browser, lab_zh, "zh/17_real_translation.ipynb", "real_translation_explorer",
+                             tmp_path)
+    phrase, box = "早上好", notebook.notebook.locator(".widget-text input").first
+    box.click()
+    notebook.page.keyboard.press("Control+a")
+    notebook.page.keyboard.type(phrase)
+    notebook.page.evaluate("() => document.fonts.ready.then(() => true)")
+    typed = notebook.page.evaluate(TYPED_WIDTH, box.element_handle())
+    em, glyphs_em = round(typed["width"] / typed["size"], 3), sum(advance(c) for c in phrase)
+    notebook.check(typed["typed"] == phrase, f"the box holds {typed['typed']!r} after typing {phrase}")
+    notebook.check(abs(em - glyphs_em) <= TOLERANCE_EM * len(phrase),
+                   f"{phrase} in the box lays out {em} em wide, its glyphs {glyphs_em} em: boxes ({typed})")
     notebook.page.close()
