@@ -1,6 +1,7 @@
 """Notebook 09's model: grouped-query attention against PyTorch's SDPA, rotary positions against the complex-number
 formulation, the GPT's causality and cache, its trace, and the numeral task as a language model."""
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -397,6 +398,9 @@ def test_gqa_trace_names_kv_heads_h_kv_and_gpt_ids_once():
     assert ("embed", "ids") in rows and not any(step == "ids ids" for _, step in rows)
     assert rows["output_head", "logits"].dims == "B L V"
     assert rows["model", "logits flattened"].dims == "B·L V"  # a product's factors renamed too (it read B·L_tgt)
+    assert rows["decoder.layers.0.self_attn", "K = X·W_k"].dims == "B L_k H_kv·d_k"
+    ungrouped = wt.by_step(wt.trace_shapes(dataclasses.replace(cfg, num_kv_heads=None), 2, length=6))
+    assert ungrouped["decoder.layers.0.self_attn", "K = X·W_k"].dims == "B L_k D"  # a product's own name first
 
 
 def test_apply_rope_refuses_ids_and_offsets_that_are_no_position():

@@ -47,9 +47,13 @@ class Recorder:
         self.dim_names = dict(dim_names or {})
 
     def dims(self, general: str) -> str:
-        """The table's dims with this model's names: ``"B H_kv L_k d_k"`` -> ``"B H L_k d_k"``, and a product's
-        factors too (a GPT's ``"B·L_tgt V"`` -> ``"B·L V"``)."""
-        return re.sub(r"[A-Za-z_]\w*", lambda name: self.dim_names.get(name[0], name[0]), general)
+        """The table's dims with this model's names: ``"B H_kv L_k d_k"`` -> ``"B H L_k d_k"``; a product by its own
+        name if it has one (``"H_kv·d_k"`` -> ``"D"``), else factor by factor (a GPT's ``"B·L_tgt"`` -> ``"B·L"``)."""
+        def rename(dim: str) -> str:
+            if dim in self.dim_names:
+                return self.dim_names[dim]
+            return re.sub(r"[A-Za-z_]\w*", lambda name: self.dim_names.get(name[0], name[0]), dim)
+        return " ".join(rename(dim) for dim in general.split())
 
 
 _active: Recorder | None = None
