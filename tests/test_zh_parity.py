@@ -425,8 +425,8 @@ NOTEBOOK_NAMED = (r"笔记本 ?\d|(?:这|(?<![\u4e00-\u9fff]))本笔记本|[下�
                   r"|本课|第 ?\d+ ?课|这一?课|这节课|[上下]一课|[上下]一节课")
 # Not a glossary term, one name all the same: the paper and the articles the series follows are 源文章, never 原文.
 OTHER_VARIANTS = {"source articles": (r"原文",)}
-# Code's plural of token id, in running Chinese prose (a code span, `ids`, is code): the Chinese is 词元编号 or 编号.
-PROSE_VARIANTS = {"token id": (r"(?<![A-Za-z_./`-])ids(?![A-Za-z_(`-])",)}
+# Code's token id and ids, in running Chinese prose (a code span, `ids`, is code): the Chinese is 词元编号 or 编号.
+PROSE_VARIANTS = {"token id": (r"(?<![A-Za-z_./`[-])ids?(?![A-Za-z_(`]-])",)}
 BRACKETS = re.compile(r"（[^（）]*）|\([^()]*\)")
 
 
@@ -495,6 +495,7 @@ def test_variants_used_finds_variants_and_lets_the_glossarys_word_be():
     assert variants_used("上课时设 30 秒；课堂上调到 60；第 4 次课；课前检查") == []
     assert variants_used("原文的块；源文章的块") == ["source articles: 原文"]
     assert variants_used("把 ids 变成向量；`ids` 和 src_ids、model(ids) 是代码") == ["token id: ids"]
+    assert variants_used("存的是它的 id；wt.STEPS[id] 是代码；词元编号（token id）") == ["token id: id"]
     assert variants_used("把 ids 变成向量", prose_words=False) == []
 
 
