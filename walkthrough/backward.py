@@ -13,9 +13,8 @@ import math
 
 import torch
 
-from .checks import check_mask
+from .checks import check_mask, check_smoothing
 from .i18n import _
-from .loss import validate_smoothing
 
 
 def _check_tensor(name: str, value, dims: str | None = None) -> None:
@@ -162,7 +161,7 @@ def cross_entropy_backward(logits: torch.Tensor, labels: torch.Tensor, ignore_in
     if labels.is_floating_point() or labels.dtype == torch.bool:
         raise TypeError(_("labels must be integer class ids, got {dtype}; use labels.long()").format(
             dtype=labels.dtype))
-    validate_smoothing(smoothing)
+    check_smoothing(smoothing)
     counted = labels != ignore_index  # [...]
     count = int(counted.sum())
     if count == 0:

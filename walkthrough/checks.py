@@ -62,13 +62,22 @@ def check_rope_pairs(d_k: int) -> None:
                          "d_k = d_model / num_heads: change d_model or num_heads").format(d_k=d_k))
 
 
+def check_fraction(name: str, value, hint: str) -> None:
+    """A probability such as dropout or label smoothing: a number in [0, 1), the one check of both wherever they
+    are given. ``hint``: the usual values, said in the message."""
+    message = _("{name} must be in [0, 1) ({hint}), got {value!r}").format(name=name, hint=hint, value=value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(message)
+    if not 0 <= value < 1:  # NaN fails this too
+        raise ValueError(message)
+
+
 def check_dropout(dropout) -> None:
-    """A dropout probability: a number in [0, 1), the one check of it wherever it is given."""
-    message = _("dropout must be in [0, 1) (0 turns it off, 0.1 is the paper's), got {dropout!r}")
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
-        raise TypeError(message.format(dropout=dropout))
-    if not 0 <= dropout < 1:  # NaN fails this too
-        raise ValueError(message.format(dropout=dropout))
+    check_fraction("dropout", dropout, _("0 turns it off, 0.1 is the paper's"))
+
+
+def check_smoothing(smoothing) -> None:
+    check_fraction("smoothing", smoothing, _("0.1 is usual; 0 turns smoothing off"))
 
 
 def check_choice(name: str, value, choices: tuple[str, ...]) -> None:

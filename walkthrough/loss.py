@@ -5,17 +5,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .checks import check_smoothing
 from .i18n import _
 from .recording import record
-
-
-def validate_smoothing(smoothing) -> None:
-    """Label smoothing ε: a number in [0, 1), the one check of it wherever it is given."""
-    message = _("smoothing must be in [0, 1) (0.1 is usual; 0 turns smoothing off), got {smoothing!r}")
-    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)):
-        raise TypeError(message.format(smoothing=smoothing))
-    if not 0 <= smoothing < 1:  # NaN fails this too
-        raise ValueError(message.format(smoothing=smoothing))
 
 
 def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int | None, smoothing: float = 0.0
@@ -32,7 +24,7 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int | None
         raise ValueError(_("logits must be [B, L, V] and labels [B, L] class ids; got {logits_shape} and "
                          "{labels_shape} (labels are ids, not one-hot)").format(
                              logits_shape=list(logits.shape), labels_shape=list(labels.shape)))
-    validate_smoothing(smoothing)
+    check_smoothing(smoothing)
     all_pad = pad_id is not None and labels.device.type != "meta" and not (labels != pad_id).any()
     if all_pad:  # the mean over no tokens would be NaN
         raise ValueError(_("every label is PAD (pad_id={pad_id}): there is nothing to score; pass labels with at "

@@ -21,11 +21,11 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .attention import keep_attention_weights
-from .checks import check_positive_int
+from .checks import check_positive_int, check_smoothing
 from .config import ModelConfig, parameter_count
 from .hooks import running_modules
 from .i18n import N_, _, ljust, width
-from .loss import sequence_loss, validate_smoothing
+from .loss import sequence_loss
 from .meta import meta_model
 from .model import Transformer
 
@@ -160,7 +160,7 @@ def training_memory(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int, sm
             raise ValueError(_("{name}={value} is longer than the model's max_len={max_len}: Transformer(cfg) "
                                "refuses such a batch, so no step of it has a size; use at most {max_len} or a "
                                "cfg with a larger max_len").format(name=name, value=value, max_len=cfg.max_len))
-    validate_smoothing(smoothing)
+    check_smoothing(smoothing)
     if not isinstance(keep_weights, bool):
         raise TypeError(_("keep_weights must be True or False, got {keep_weights!r}").format(keep_weights=keep_weights))
     d, f, h, layers, dropout = cfg.d_model, cfg.d_ff, cfg.num_heads, cfg.num_layers, cfg.dropout > 0

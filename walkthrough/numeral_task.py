@@ -21,12 +21,12 @@ from .checkpoints import (
     validate_checkpoint_path,
     write_checkpoint,
 )
-from .checks import check_dropout, check_positive_int
+from .checks import check_dropout, check_positive_int, check_smoothing
 from .config import ModelConfig
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
 from .decoding import greedy_decode
 from .i18n import N_, _
-from .loss import sequence_loss, validate_smoothing
+from .loss import sequence_loss
 from .memory_guard import check_fits_in_memory
 from .model import Transformer
 from .training import (
@@ -75,7 +75,7 @@ class TrainSettings:
             object.__setattr__(self, "warmup", default_warmup(self.steps))  # frozen: set once, here
         validate_warmup(self.warmup, self.steps)
         validate_learning_rate("peak_lr", self.peak_lr)
-        validate_smoothing(self.smoothing)
+        check_smoothing(self.smoothing)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(_("seed must be a whole number >= 0 (it fixes the data and the initial weights), "
                              "got {seed!r}").format(seed=self.seed))

@@ -20,10 +20,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .checks import check_positive_int
+from .checks import check_positive_int, check_smoothing
 from .data import Vocab, chinese_tokens, english_tokens, pad_batch
 from .i18n import N_, _
-from .loss import validate_smoothing
 
 WARMUP_SHARE = 0.15  # the warm-up's default share of the steps
 
@@ -75,7 +74,7 @@ def smoothing_floor(smoothing: float, vocab_size: int) -> float:
     the V - 1 others (``F.cross_entropy``'s rule). Cross-entropy against it is smallest, and equals
     its entropy, when the model predicts exactly that distribution; a perfect model cannot go lower.
     """
-    validate_smoothing(smoothing)
+    check_smoothing(smoothing)
     check_positive_int("vocab_size", vocab_size)
     right, other = 1 - smoothing + smoothing / vocab_size, smoothing / vocab_size
     return -right * math.log(right) - (vocab_size - 1) * (other * math.log(other) if other else 0.0)
