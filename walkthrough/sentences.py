@@ -156,7 +156,7 @@ COUNT_NAMES = {
     "rule 1: Chinese changed by t2s": N_("rule 1: Chinese changed by t2s"),
     "rule 2: too long": N_("rule 2: Chinese over {MAX_CHARACTERS} characters or English over {MAX_WORDS} words"),
     "rule 3: same pair twice": N_("rule 3: same pair twice"),
-    "pairs": N_("pairs"),
+    "pairs": N_("pairs kept"),
     "train pairs": N_("train pairs"),
     "validation pairs": N_("validation pairs"),
     "test pairs": N_("test pairs"),
