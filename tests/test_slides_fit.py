@@ -3,9 +3,11 @@
 For each notebook (and each Chinese twin in notebooks/zh/ that exists), as a teacher runs it: Run All, start
 Deck mode (jupyterlab-slideshow) from the title, and walk the deck with PageDown, the key a presentation clicker
 sends, from the first cell to the last. The walk must show every cell, in order, and every slide must fit the
-screen: its cells, from the top of the first to the bottom of the last, no taller than 768 px. On a slide with a
-slider the slider is moved one step and the slide measured again once the explorer has redrawn, so its answer
-stays on the screen after a move.
+screen: its cells, from the top of the first to the bottom of the last, no taller than 768 px. Nor may a slide hide
+output in a box a clicker cannot scroll (issue 39: a table in a 520 px scroll box hid its last rows): no element of
+its outputs, rendered markdown or explorer outputs may keep content out of its box by overflow (CLIPPED). On a slide
+with a slider the slider is moved one step and the slide measured again once the explorer has redrawn, so its
+answer stays on the screen, whole, after a move.
 
 Every wait is on a condition (the active cell has moved, the slide has stopped moving, the explorer's output has
 changed) with a ceiling that fails with its own message: the walk cannot hang, and a slow machine only makes it
@@ -24,6 +26,7 @@ Reuses the JupyterLab server, browser and notebook helpers of tests/test_browser
 """
 
 import json
+import re
 import time
 import urllib.request
 from pathlib import Path
@@ -78,6 +81,45 @@ SLIDE_OUTPUTS = """() => [...document.querySelectorAll('.jp-Deck .jp-deck-mod-vi
     .map(o => o.innerText + [...o.querySelectorAll('img')].map(img => img.src.length + img.src.slice(-64)).join())
     .join('\\n---\\n')"""
 SLIDER_HANDLE = ".jp-Deck .jp-deck-mod-visible .widget-slider .noUi-handle"
+# Output a reader loses: an element of what the slide's cells show (outputs, rendered markdown and HTML, an
+# explorer's output boxes) whose computed overflow (auto, scroll, hidden or clip) keeps content out of its box, by
+# more than CLIP_SLACK_PX (sub-pixel rounding, a border). A clicker cannot scroll a box. Not looked at: the code
+# editors (CodeMirror scrolls its own lines: tests/test_slides_readable.py checks that no code line is cut), a
+# widget's controls (a slider's track, a label's ellipsis), and an element drawn at no size or not at all.
+CLIP_SLACK_PX = 2
+CLIPPED = """slack => {
+    const cells = [...document.querySelectorAll('.jp-NotebookPanel.jp-Deck .jp-Notebook .jp-Cell')];
+    const shown = '.jp-NotebookPanel.jp-Deck .jp-Cell.jp-deck-mod-visible';
+    const content = ['.jp-Cell-outputWrapper', '.jp-MarkdownOutput'].map(part => `${shown} ${part}`).join(', ');
+    const controls = '.cm-editor, .jp-InputArea, .widget-slider, .widget-hslider, .widget-vslider, .widget-label, '
+        + '.widget-readout, .widget-dropdown, .widget-select, .widget-toggle-buttons, .widget-text, .widget-checkbox, '
+        + '.widget-button, .noUi-target';
+    const scrolls = value => ['auto', 'scroll', 'hidden', 'clip'].includes(value);
+    const describe = element => {
+        const table = element.matches('table') ? element : element.querySelector('table');
+        const where = element.closest('.widget-output') ? "an explorer's output"
+            : element.closest('.jp-MarkdownOutput') ? 'markdown' : 'an output';
+        const text = (table || element).innerText.trim().split('\\n')[0].replace(/\\s+/g, ' ').slice(0, 50);
+        return `${table ? 'table' : 'text'} ${JSON.stringify(text)} in ${where}`;
+    };
+    const found = [];
+    for (const area of document.querySelectorAll(content)) {
+        for (const element of [area, ...area.querySelectorAll('*')]) {
+            if (element.closest(controls) || !element.checkVisibility({visibilityProperty: true})) continue;
+            if (!element.clientWidth || !element.clientHeight) continue;
+            const style = getComputedStyle(element);
+            const hidden = {y: scrolls(style.overflowY) ? element.scrollHeight - element.clientHeight : 0,
+                            x: scrolls(style.overflowX) ? element.scrollWidth - element.clientWidth : 0};
+            if (hidden.y <= slack && hidden.x <= slack) continue;
+            found.push({cell: cells.indexOf(element.closest('.jp-Cell')), what: describe(element),
+                        box: [element.clientWidth, element.clientHeight],
+                        content: [element.scrollWidth, element.scrollHeight],
+                        hidden: [hidden.x > slack ? hidden.x : 0, hidden.y > slack ? hidden.y : 0]});
+        }
+    }
+    return found;
+}"""
+SLIDE_PROBES["clipped"] = (CLIPPED, CLIP_SLACK_PX)
 
 
 def allowed_tall_slides(name: str) -> dict:
@@ -144,6 +186,7 @@ def walk_deck(notebook, last: int) -> list[dict]:
         slide["probes"] = {name: notebook.page.evaluate(script, arg) for name, (script, arg) in SLIDE_PROBES.items()}
         if move_a_slider(notebook):
             slide["height"] = max(slide["height"], height(settled(notebook)))
+            slide["clipped_after_a_move"] = notebook.page.evaluate(CLIPPED, CLIP_SLACK_PX)
         slides.append(slide)
         while True:  # PageDown through this slide's cells to the next slide's first
             if active == last:
@@ -157,6 +200,19 @@ def too_tall(slides: list[dict], allowed: dict) -> list[str]:
     return [f"slide {number} ({slide['shown'][0]['first'][:50]!r}) is {slide['height']:.0f} px"
             for number, slide in enumerate(slides, start=1)
             if slide["height"] > SCREEN["height"] and slide["shown"][0]["first"] not in allowed]
+
+
+def clipped(slides: list[dict]) -> list[str]:
+    """What the slides' boxes hide (the CLIPPED probe, on the settled slide and again after a slider moved)."""
+    found = []
+    for number, slide in enumerate(slides, start=1):
+        seen = slide["probes"]["clipped"] + slide.get("clipped_after_a_move", [])
+        for box in {json.dumps(box, sort_keys=True): box for box in seen}.values():
+            axes = " and ".join(f"{hidden:.0f} px of {content:.0f} {axis}" for axis, hidden, content in
+                                zip(("wide", "tall"), box["hidden"], box["content"]) if hidden)
+            found.append(f"slide {number} ({slide['shown'][0]['first'][:50]!r}), cell {box['cell']}: the "
+                         f"{box['what']} hides {axes} in its {box['box'][0]:.0f}x{box['box'][1]:.0f} px box")
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -218,6 +274,10 @@ def test_every_slide_fits_the_screen_and_one_key_walks_every_cell(kernels_shut_d
     tall = too_tall(slides, allowed_tall_slides(name))
     assert not tall, f"{name}: taller than the {SCREEN['height']} px screen: {tall} (split the slide with a `## ` " \
                      f"heading, or give a reason in the notebook's metadata)"
+    hidden = clipped(slides)
+    assert not hidden, f"{name}: a slide hides output in a box a clicker cannot scroll: {hidden} (split the slide " \
+                       f"with a `## ` heading, or show the rows that matter: wt.shape_table(..., within=, steps=), " \
+                       f"wt.shape_map(..., highlight=))"
 
 
 def test_the_walk_finds_a_slide_taller_than_the_screen(kernels_shut_down, lab, open_notebook):  # noqa: F811
@@ -236,3 +296,50 @@ def test_the_walk_finds_a_slide_taller_than_the_screen(kernels_shut_down, lab, o
     assert too_tall(slides, {}) == [f"slide 2 ('Long') is {slides[1]['height']:.0f} px"]
     assert too_tall(slides, {"Long": "a reason"}) == []
 
+
+
+OLD_TABLE_BOX = ".jp-Deck .jp-OutputArea-output:has(> table) { max-height: 520px; overflow: auto; }"
+
+
+def test_the_walk_finds_output_hidden_in_a_box(kernels_shut_down, lab, open_notebook):  # noqa: F811
+    """The clip check above can fail: on a deck that has run, it finds a 40-row table in the 520 px box the classroom
+    CSS once gave a table on a slide (issue 39), a line cut by a box that hides its overflow, and an explorer's output
+    that outgrows its scrolling box once its slider moves; not a long code line (its editor scrolls), the slider
+    itself, a box its content fits, or a box that is not drawn."""
+    def as_slide(cell):
+        cell.metadata["slideshow"] = {"slide_type": "slide"}
+        return cell
+    code = nbformat.v4.new_code_cell
+    cells = [as_slide(nbformat.v4.new_markdown_cell("# Clipped")),
+             as_slide(code("from IPython.display import HTML\n"
+                           "HTML('<table>' + ''.join(f'<tr><td>row {i}</td></tr>' for i in range(40)) + '</table>')")),
+             as_slide(code("HTML(\"<div style='width:300px;overflow:hidden;white-space:nowrap'>\" + 'wide ' * 100 + "
+                           "'</div>')")),
+             as_slide(code("import ipywidgets as widgets\n"
+                           "out = widgets.Output(layout=widgets.Layout(max_height='120px', overflow='auto'))\n"
+                           "out.append_stdout('a short answer\\n')\n"
+                           "n = widgets.IntSlider(description='n', continuous_update=False)\n"
+                           "n.observe(lambda change: out.append_stdout('a longer one\\n' * 30), names='value')\n"
+                           "widgets.VBox([n, out])")),
+             as_slide(code(f"long = {'x' * 150!r}\n"
+                           "HTML(\"<div style='height:60px;overflow:hidden'>fits</div>\"\n"
+                           "     \"<div style='display:none;height:5px;overflow:auto'>\" + 'not drawn ' * 100 "
+                           "+ '</div>')"))]
+    notebook = open_notebook(put_notebook(lab, "clipped_output_check.ipynb", cells))
+    notebook.page.add_style_tag(content=OLD_TABLE_BOX)
+    notebook.run_all()
+    notebook.start_deck()
+    slides = walk_deck(notebook, last=4)
+    assert [[c["index"] for c in s["shown"]] for s in slides] == [[0], [1], [2], [3], [4]]
+    table, wide, grown = [slide["probes"]["clipped"] + slide.get("clipped_after_a_move", []) for slide in slides[1:4]]
+    assert [(box["what"], box["box"][1]) for box in table] == [('table "row 0" in an output', 520)]
+    assert table[0]["hidden"][0] == 0 and table[0]["hidden"][1] > 500
+    assert [(box["what"].split('"')[0], box["box"][0]) for box in wide] == [("text ", 300)]
+    assert wide[0]["hidden"][0] > 1000 and wide[0]["hidden"][1] == 0
+    assert not slides[3]["probes"]["clipped"], "the short answer fits its box"
+    assert [(box["what"], box["box"][1]) for box in grown] == [('text "a short answer" in an explorer\'s output', 120)]
+    assert not slides[4]["probes"]["clipped"] and not slides[0]["probes"]["clipped"]
+    messages = clipped(slides)
+    assert [re.match(r"slide (\d+) \(.*\), cell (\d+): the ", m).groups() for m in messages] == [
+        ("2", "1"), ("3", "2"), ("4", "3")], messages
+    assert " tall in its 1205x520 px box" in messages[0], messages[0]

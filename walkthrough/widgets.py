@@ -48,15 +48,13 @@ from .model import Transformer
 from .numeral_task import cross_attention_map
 from .recording import Row
 from .steps import STEPS
-from .tables import shape_map, shape_table
+from .tables import shape_table
 from .trace import meta_inputs, trace_callable, trace_shapes
 
 BASE = ModelConfig.paper_base()  # the paper's base model, vocabularies of 30000 as in the source articles
 SIZES = SOURCE_SIZES  # batch, src_len, tgt_len: the source articles' sizes, the traces' defaults
 FIGURE_DPI = viz.SCREEN_DPI  # explorer figures as every other figure: text of viz.MIN_FONT_PT reads at 14.6 px
 CONTROLS_WIDTH = "250px"
-# A taller table scrolls in its box: the question, controls and answer stay on the slide, two tables too (10's)
-TABLE_MAX_HEIGHT = "300px"
 
 
 def slider(name: str, value: int, low: int, high: int, step: int = 1) -> widgets.IntSlider:
@@ -95,8 +93,9 @@ def control_labels() -> dict[str, str]:
 class Explorer(widgets.VBox):
     """One slide of a 1366x768 screen: the question on top; under it the controls in a column and, beside them,
     the answer first (the text ``render`` returns: numbers, a verdict, a summary), then what it draws (figures
-    and tables, side by side where they fit). A table taller than ``TABLE_MAX_HEIGHT`` scrolls in its own box,
-    so no move pushes the answer or the controls off the screen.
+    and tables, side by side where they fit). A table shows whole, never in a box that scrolls (a clicker cannot
+    scroll it): an explorer shows the rows its question is about (``shape_table``'s ``within=`` and ``steps=``), few
+    enough that the slide still fits the screen after a move (tests/test_slides_fit.py measures both).
 
     ``controls``: the value widgets, each named by its ``keyword`` (the ``description`` it was made with; the
     label it shows is ``control_labels()``'s, in the reader's language); ``outputs``: one output
@@ -130,7 +129,7 @@ class Explorer(widgets.VBox):
 
     def set_outputs(self, parts: Sequence[dict]) -> None:
         """Put one display output in each output area (adding areas as needed, emptying the rest): text in the
-        answer above, figures and tables below it, a table in a box that scrolls beyond ``TABLE_MAX_HEIGHT``."""
+        answer above, figures and tables below it."""
         while len(self.outputs) < len(parts):
             self.outputs.append(widgets.Output(layout=widgets.Layout(margin="0 12px 0 0")))
         answer, drawn = [], []
@@ -139,7 +138,6 @@ class Explorer(widgets.VBox):
             out.outputs = (part,) if part else ()
             data = part.get("data", {})
             table = "<table" in data.get("text/html", "")
-            out.layout.max_height, out.layout.overflow = (TABLE_MAX_HEIGHT, "auto") if table else (None, None)
             if part:
                 (drawn if table or "image/png" in data else answer).append(out)
         if (tuple(answer), tuple(drawn)) != (self._answer.children, self._drawn.children):
@@ -202,10 +200,19 @@ def _config(d_model: int | None = None, heads: int | None = None, d_ff: int | No
     return dataclasses.replace(BASE, **{k: v for k, v in changes.items() if v is not None})
 
 
+SHAPE_EXPLORER_STEPS = ("embedding", "scores", "ffn_hidden", "logits")  # a row for what each slider moves
+SHAPE_EXPLORER_MODULES = ("src_embed", "encoder", "tgt_embed", "decoder.layers.0.self_attn",
+                          "decoder.layers.0.cross_attn", "output_head")
+
+
 def shape_explorer() -> Explorer:
-    """Notebook 00: every step's shape for any sizes (layer 0 in full, repeats summarised)."""
+    """Notebook 00: for any sizes, the rows each slider moves (``SHAPE_EXPLORER_STEPS`` in
+    ``SHAPE_EXPLORER_MODULES``): both embeddings, the three attentions' scores, the encoder's feed-forward hidden
+    layer and its repeated layers, the logits. Eight rows, so the slide shows them all at any sizes, in both
+    languages (the whole map is notebook 00's seven tables)."""
     def render(batch, src_len, tgt_len, d_model, heads, d_ff, layers, vocab):
-        return shape_map(_config(d_model, heads, d_ff, layers, vocab), batch, src_len, tgt_len)
+        rows = trace_shapes(_config(d_model, heads, d_ff, layers, vocab), batch, src_len, tgt_len)
+        return shape_table(rows, within=SHAPE_EXPLORER_MODULES, steps=SHAPE_EXPLORER_STEPS)
     return explorer([slider("batch", SIZES["batch"], 1, 128), slider("src_len", SIZES["src_len"], 1, 64),
                      slider("tgt_len", SIZES["tgt_len"], 1, 64), slider("d_model", BASE.d_model, 16, 1024, 16),
                      slider("heads", BASE.num_heads, 1, 16), slider("d_ff", BASE.d_ff, 16, 4096, 16),
@@ -507,13 +514,15 @@ def torch_transformer_rows(d_model: int, heads: int, layers: int, src_len: int) 
 
 
 def torch_transformer_explorer() -> Explorer:
-    """Notebook 10: PyTorch's own nn.Transformer re-traced on the meta device at any size: its modules to
-    depth 3, and the ops inside the first encoder layer's self-attention."""
+    """Notebook 10: PyTorch's own nn.Transformer re-traced on the meta device at any size: its encoder's modules
+    to depth 3, and the first encoder layer's self-attention at its input projection (Q, K and V in one matrix)
+    and its fused attention: the rows the question is about (notebook 10 shows all of its operators)."""
     def render(d_model, heads, layers, src_len):
         traced = torch_transformer_rows(d_model, heads, layers, src_len)
-        return (shape_table(traced, depth=3),
-                shape_table(traced, within="encoder.layers.0.self_attn",
-                            highlight=("aten.linear", "aten.scaled_dot_product_attention")))
+        attention = [r for r in traced if r.where == "encoder.layers.0.self_attn" and r.kind == "op"]
+        in_proj = next(r for r in attention if r.step == "aten.linear")  # the first of its two matrix multiplies
+        fused = next(r for r in attention if r.step == "aten.scaled_dot_product_attention")
+        return shape_table(traced, within="encoder", depth=3), shape_table([in_proj, fused])
     return explorer([slider("d_model", BASE.d_model, 64, 1024, 64), slider("heads", BASE.num_heads, 1, 16),
                      slider("layers", BASE.num_layers, 1, 12), slider("src_len", SIZES["src_len"], 1, 64)], render,
                     _("Before you move heads from 8 to 4: what shape will PyTorch's fused attention get? "
