@@ -12,8 +12,8 @@ from torch import nn
 
 import walkthrough as wt
 from walkthrough.__main__ import main
-from walkthrough.data import english_tokens
-from walkthrough.language_model import (
+from walkthrough.tasks.data import english_tokens
+from walkthrough.tasks.language_model import (
     SEPARATOR,
     GPTSettings,
     GPTTrainer,
@@ -437,7 +437,7 @@ def test_apply_rope_in_float64_computes_its_angles_in_float64():
 def test_gpt_block_equals_pytorchs_layer_with_the_same_norm_placement(norm_first):
     """An independent reference for the residual path (issue 30): PyTorch's own nn.TransformerEncoderLayer with
     norm_first and a causal mask is a GPT block; swapping pre- and post-norm in ours fails this."""
-    from walkthrough.config import Block
+    from walkthrough.model.config import Block
     torch.manual_seed(0)
     theirs = nn.TransformerEncoderLayer(16, 4, 24, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
     ours = wt.DecoderLayer(16, 4, 24, 0.0, cross_attention=False, block=Block(norm_first=norm_first)).eval()
