@@ -10,6 +10,7 @@ object is all this module reads.
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from ..i18n import _
 from ..model.config import GPTConfig, ModelConfig
@@ -81,7 +82,109 @@ def _rotary_rows(weight: torch.Tensor, heads: int) -> torch.Tensor:
     return weight.view(heads, d_k, *weight.shape[1:])[:, _rotary_pairs(d_k)].reshape(weight.shape)
 
 
-def _gpt2(config, weights: _Weights) -> tuple[GPTConfig, dict[str, torch.Tensor]]:
+# Each family's names, {transformers' name: ours}, "{i}" standing for every layer. A tuple of ours is one tensor of
+# theirs cut into equal parts along its rows (GPT-2's c_attn holds W_q, W_k and W_v); None, a key with nothing to copy.
+GPT2_NAMES = {
+    "transformer.wte.weight": "embed.token.weight",
+    "transformer.wpe.weight": "embed.position.pe",
+    "transformer.h.{i}.ln_1.weight": "decoder.layers.{i}.add_norm1.norm.weight",
+    "transformer.h.{i}.ln_1.bias": "decoder.layers.{i}.add_norm1.norm.bias",
+    "transformer.h.{i}.attn.c_attn.weight": ("decoder.layers.{i}.self_attn.w_q.weight",
+                                             "decoder.layers.{i}.self_attn.w_k.weight",
+                                             "decoder.layers.{i}.self_attn.w_v.weight"),
+    "transformer.h.{i}.attn.c_attn.bias": ("decoder.layers.{i}.self_attn.w_q.bias",
+                                           "decoder.layers.{i}.self_attn.w_k.bias",
+                                           "decoder.layers.{i}.self_attn.w_v.bias"),
+    "transformer.h.{i}.attn.c_proj.weight": "decoder.layers.{i}.self_attn.w_o.weight",
+    "transformer.h.{i}.attn.c_proj.bias": "decoder.layers.{i}.self_attn.w_o.bias",
+    "transformer.h.{i}.ln_2.weight": "decoder.layers.{i}.add_norm3.norm.weight",
+    "transformer.h.{i}.ln_2.bias": "decoder.layers.{i}.add_norm3.norm.bias",
+    "transformer.h.{i}.mlp.c_fc.weight": "decoder.layers.{i}.feed_forward.linear1.weight",
+    "transformer.h.{i}.mlp.c_fc.bias": "decoder.layers.{i}.feed_forward.linear1.bias",
+    "transformer.h.{i}.mlp.c_proj.weight": "decoder.layers.{i}.feed_forward.linear2.weight",
+    "transformer.h.{i}.mlp.c_proj.bias": "decoder.layers.{i}.feed_forward.linear2.bias",
+    "transformer.h.{i}.attn.bias": None,  # older checkpoints store the causal mask
+    "transformer.h.{i}.attn.masked_bias": None,
+    "transformer.ln_f.weight": "decoder.norm.weight",
+    "transformer.ln_f.bias": "decoder.norm.bias",
+    "lm_head.weight": "output_head.proj.weight",
+}
+LLAMA_NAMES = {
+    "model.embed_tokens.weight": "embed.token.weight",
+    "model.layers.{i}.input_layernorm.weight": "decoder.layers.{i}.add_norm1.norm.weight",
+    "model.layers.{i}.self_attn.q_proj.weight": "decoder.layers.{i}.self_attn.w_q.weight",
+    "model.layers.{i}.self_attn.k_proj.weight": "decoder.layers.{i}.self_attn.w_k.weight",
+    "model.layers.{i}.self_attn.v_proj.weight": "decoder.layers.{i}.self_attn.w_v.weight",
+    "model.layers.{i}.self_attn.o_proj.weight": "decoder.layers.{i}.self_attn.w_o.weight",
+    "model.layers.{i}.post_attention_layernorm.weight": "decoder.layers.{i}.add_norm3.norm.weight",
+    "model.layers.{i}.mlp.gate_proj.weight": "decoder.layers.{i}.feed_forward.linear1.weight",
+    "model.layers.{i}.mlp.up_proj.weight": "decoder.layers.{i}.feed_forward.up.weight",
+    "model.layers.{i}.mlp.down_proj.weight": "decoder.layers.{i}.feed_forward.linear2.weight",
+    "model.norm.weight": "decoder.norm.weight",
+    "lm_head.weight": "output_head.proj.weight",
+}
+LLAMA_ATTENTION_BIASES = {  # when the config's attention_bias is set
+    "model.layers.{i}.self_attn.q_proj.bias": "decoder.layers.{i}.self_attn.w_q.bias",
+    "model.layers.{i}.self_attn.k_proj.bias": "decoder.layers.{i}.self_attn.w_k.bias",
+    "model.layers.{i}.self_attn.v_proj.bias": "decoder.layers.{i}.self_attn.w_v.bias",
+    "model.layers.{i}.self_attn.o_proj.bias": "decoder.layers.{i}.self_attn.w_o.bias",
+}
+LLAMA_MLP_BIASES = {  # when the config's mlp_bias is set
+    "model.layers.{i}.mlp.gate_proj.bias": "decoder.layers.{i}.feed_forward.linear1.bias",
+    "model.layers.{i}.mlp.up_proj.bias": "decoder.layers.{i}.feed_forward.up.bias",
+    "model.layers.{i}.mlp.down_proj.bias": "decoder.layers.{i}.feed_forward.linear2.bias",
+}
+MARIAN_NAMES = {
+    "model.shared.weight": None,  # the same matrix as the embeddings below (or unused, when they differ)
+    "model.encoder.embed_tokens.weight": "src_embed.token.weight",
+    "model.decoder.embed_tokens.weight": "tgt_embed.token.weight",
+    "lm_head.weight": "output_head.proj.weight",
+    "final_logits_bias": "output_head.proj.bias",
+    "model.encoder.embed_positions.weight": None,  # fixed sinusoidal tables: ours are built (checked equal)
+    "model.decoder.embed_positions.weight": None,
+    **{f"model.{side}.layers.{{i}}.{theirs}.{what}": f"{side}.layers.{{i}}.{ours}.{what}"
+       for side, parts in (
+           ("encoder", (("self_attn.q_proj", "self_attn.w_q"), ("self_attn.k_proj", "self_attn.w_k"),
+                        ("self_attn.v_proj", "self_attn.w_v"), ("self_attn.out_proj", "self_attn.w_o"),
+                        ("self_attn_layer_norm", "add_norm1.norm"), ("fc1", "feed_forward.linear1"),
+                        ("fc2", "feed_forward.linear2"), ("final_layer_norm", "add_norm2.norm"))),
+           ("decoder", (("self_attn.q_proj", "self_attn.w_q"), ("self_attn.k_proj", "self_attn.w_k"),
+                        ("self_attn.v_proj", "self_attn.w_v"), ("self_attn.out_proj", "self_attn.w_o"),
+                        ("self_attn_layer_norm", "add_norm1.norm"),
+                        ("encoder_attn.q_proj", "cross_attn.w_q"), ("encoder_attn.k_proj", "cross_attn.w_k"),
+                        ("encoder_attn.v_proj", "cross_attn.w_v"), ("encoder_attn.out_proj", "cross_attn.w_o"),
+                        ("encoder_attn_layer_norm", "add_norm2.norm"), ("fc1", "feed_forward.linear1"),
+                        ("fc2", "feed_forward.linear2"), ("final_layer_norm", "add_norm3.norm"))))
+       for theirs, ours in parts for what in ("weight", "bias")},
+}
+CONV1D = ("attn.c_attn.", "attn.c_proj.", "mlp.c_fc.", "mlp.c_proj.")  # GPT-2's linears store W as [in, out]
+ONE_ROW = {"final_logits_bias"}  # Marian's head bias is stored [1, V]
+
+
+def _copy(names: dict, layers: int, weights: _Weights, model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every tensor ``names`` lists, taken with the shape ``model`` (built on the meta device) gives its own
+    tensor (a GPT-2 Conv1D weight transposed, a tuple's parts stacked), and handed back under our names."""
+    shapes = {key: tensor.shape for key, tensor in model.state_dict().items()}
+    ours = {}
+    for pattern, targets in names.items():
+        for i in range(layers) if "{i}" in pattern else (None,):
+            theirs = pattern.format(i=i)
+            if targets is None:
+                weights.drop(theirs)
+                continue
+            parts = [target.format(i=i) for target in ((targets,) if isinstance(targets, str) else targets)]
+            rows = [shapes[part][0] for part in parts]
+            shape = (sum(rows), *shapes[parts[0]][1:])
+            transposed = len(shape) == 2 and any(f".{layer}" in theirs for layer in CONV1D)
+            if theirs in ONE_ROW:
+                tensor = weights.take(theirs, 1, *shape).flatten()
+            else:
+                tensor = weights.take(theirs, *(shape[::-1] if transposed else shape))
+            ours.update(zip(parts, (tensor.t() if transposed else tensor).split(rows)))
+    return ours
+
+
+def _gpt2(config) -> GPTConfig:
     name = "GPT2LMHeadModel"
     if config.activation_function not in GPT2_ACTIVATIONS:
         raise _unsupported(name, "activation_function", config.activation_function,
@@ -91,44 +194,17 @@ def _gpt2(config, weights: _Weights) -> tuple[GPTConfig, dict[str, torch.Tensor]
         if getattr(config, option, wanted) != wanted:
             raise _unsupported(name, option, getattr(config, option),
                                _("attention here is softmax(Q·Kᵀ/√d_k)·V in self-attention only"))
-    d, tied = config.n_embd, config.tie_word_embeddings
-    cfg = GPTConfig(vocab_size=config.vocab_size, d_model=d, num_heads=config.n_head, d_ff=config.n_inner or 4 * d,
-                    num_layers=config.n_layer, max_len=config.n_positions, dropout=config.resid_pdrop, pad_id=None,
-                    positions="learned", norm_first=True, share_embeddings=tied, scale_embeddings=False,
-                    norm_eps=config.layer_norm_epsilon, activation=GPT2_ACTIVATIONS[config.activation_function])
-    ours = {"embed.token.weight": weights.take("transformer.wte.weight", cfg.vocab_size, d),
-            "embed.position.pe": weights.take("transformer.wpe.weight", cfg.max_len, d)}
-    for i in range(cfg.num_layers):
-        hf, we = f"transformer.h.{i}.", f"decoder.layers.{i}."
-        q, k, v = weights.take(hf + "attn.c_attn.weight", d, 3 * d).t().chunk(3)  # Conv1D: [in, out]; ours [out, in]
-        bq, bk, bv = weights.take(hf + "attn.c_attn.bias", 3 * d).chunk(3)
-        ours.update({we + "self_attn.w_q.weight": q, we + "self_attn.w_k.weight": k, we + "self_attn.w_v.weight": v,
-                     we + "self_attn.w_q.bias": bq, we + "self_attn.w_k.bias": bk, we + "self_attn.w_v.bias": bv})
-        for hf_part, our_part, size_in, size_out in (("attn.c_proj", "self_attn.w_o", d, d),
-                                                     ("mlp.c_fc", "feed_forward.linear1", d, cfg.d_ff),
-                                                     ("mlp.c_proj", "feed_forward.linear2", cfg.d_ff, d)):
-            ours[we + our_part + ".weight"] = weights.take(hf + hf_part + ".weight", size_in, size_out).t()
-            ours[we + our_part + ".bias"] = weights.take(hf + hf_part + ".bias", size_out)
-        for hf_part, our_part in (("ln_1", "add_norm1.norm"), ("ln_2", "add_norm3.norm")):
-            for what in ("weight", "bias"):
-                ours[f"{we}{our_part}.{what}"] = weights.take(f"{hf}{hf_part}.{what}", d)
-    ours["decoder.norm.weight"], ours["decoder.norm.bias"] = (weights.take(f"transformer.ln_f.{what}", d)
-                                                              for what in ("weight", "bias"))
-    if tied:
-        weights.drop("lm_head.weight")
-        ours["output_head.proj.weight"] = ours["embed.token.weight"]
-    else:
-        ours["output_head.proj.weight"] = weights.take("lm_head.weight", cfg.vocab_size, d)
-    ours["output_head.proj.bias"] = torch.zeros(cfg.vocab_size)  # GPT-2's head has none
-    for i in range(cfg.num_layers):
-        weights.drop(f"transformer.h.{i}.attn.bias")  # older checkpoints store the causal mask
-        weights.drop(f"transformer.h.{i}.attn.masked_bias")
-    return cfg, ours
+    d = config.n_embd
+    return GPTConfig(vocab_size=config.vocab_size, d_model=d, num_heads=config.n_head, d_ff=config.n_inner or 4 * d,
+                     num_layers=config.n_layer, max_len=config.n_positions, dropout=config.resid_pdrop, pad_id=None,
+                     positions="learned", norm_first=True, share_embeddings=config.tie_word_embeddings,
+                     scale_embeddings=False, norm_eps=config.layer_norm_epsilon,
+                     activation=GPT2_ACTIVATIONS[config.activation_function])
 
 
-def _llama(config, weights: _Weights) -> tuple[GPTConfig, dict[str, torch.Tensor]]:
+def _llama(config) -> GPTConfig:
     name = "LlamaForCausalLM"
-    d, heads, kv_heads = config.hidden_size, config.num_attention_heads, config.num_key_value_heads
+    d, heads = config.hidden_size, config.num_attention_heads
     rope = dict(getattr(config, "rope_parameters", None) or {"rope_type": "default",
                                                                "rope_theta": config.rope_theta})
     checks = ((config.hidden_act, "silu", "hidden_act", _("the feed-forward here is SwiGLU with SiLU")),
@@ -141,47 +217,16 @@ def _llama(config, weights: _Weights) -> tuple[GPTConfig, dict[str, torch.Tensor
     for value, wanted, option, why in checks:
         if value != wanted:
             raise _unsupported(name, option, value, why)
-    # ours: every linear has a bias or none does; where the config gives Llama none, ours is 0
-    bias = config.attention_bias or config.mlp_bias
-    cfg = GPTConfig(vocab_size=config.vocab_size, d_model=d, num_heads=heads, num_kv_heads=kv_heads,
-                    d_ff=config.intermediate_size, num_layers=config.num_hidden_layers,
-                    max_len=config.max_position_embeddings, dropout=config.attention_dropout, pad_id=None,
-                    positions="rope", rope_base=float(rope["rope_theta"]), norm_first=True,
-                    share_embeddings=config.tie_word_embeddings, scale_embeddings=False, norm="rms",
-                    norm_eps=config.rms_norm_eps, activation="swiglu", bias=bias)
-    kv = kv_heads * cfg.d_k
-    ours = {"embed.token.weight": weights.take("model.embed_tokens.weight", cfg.vocab_size, d)}
-    for i in range(cfg.num_layers):
-        hf, we = f"model.layers.{i}.", f"decoder.layers.{i}."
-        attention, mlp = config.attention_bias, config.mlp_bias  # which of Llama's linears have a bias
-        parts = (("self_attn.q_proj", "self_attn.w_q", d, d, heads, attention),
-                 ("self_attn.k_proj", "self_attn.w_k", d, kv, kv_heads, attention),
-                 ("self_attn.v_proj", "self_attn.w_v", d, kv, None, attention),
-                 ("self_attn.o_proj", "self_attn.w_o", d, d, None, attention),
-                 ("mlp.gate_proj", "feed_forward.linear1", d, cfg.d_ff, None, mlp),
-                 ("mlp.up_proj", "feed_forward.up", d, cfg.d_ff, None, mlp),
-                 ("mlp.down_proj", "feed_forward.linear2", cfg.d_ff, d, None, mlp))
-        for hf_part, our_part, size_in, size, rotated_heads, has_bias in parts:
-            tensors = {"weight": weights.take(f"{hf}{hf_part}.weight", size, size_in)}
-            if bias:  # the config's bias is required (a missing one is an error); one it gives none is 0
-                tensors["bias"] = weights.take(f"{hf}{hf_part}.bias", size) if has_bias else torch.zeros(size)
-            for what, tensor in tensors.items():
-                rotated = tensor if rotated_heads is None else _rotary_rows(tensor, rotated_heads)
-                ours[f"{we}{our_part}.{what}"] = rotated
-        ours[we + "add_norm1.norm.weight"] = weights.take(hf + "input_layernorm.weight", d)
-        ours[we + "add_norm3.norm.weight"] = weights.take(hf + "post_attention_layernorm.weight", d)
-    ours["decoder.norm.weight"] = weights.take("model.norm.weight", d)
-    if cfg.share_embeddings:
-        weights.drop("lm_head.weight")
-        ours["output_head.proj.weight"] = ours["embed.token.weight"]
-    else:
-        ours["output_head.proj.weight"] = weights.take("lm_head.weight", cfg.vocab_size, d)
-    if bias:
-        ours["output_head.proj.bias"] = torch.zeros(cfg.vocab_size)
-    return cfg, ours
+    return GPTConfig(vocab_size=config.vocab_size, d_model=d, num_heads=heads, num_kv_heads=config.num_key_value_heads,
+                     d_ff=config.intermediate_size, num_layers=config.num_hidden_layers,
+                     max_len=config.max_position_embeddings, dropout=config.attention_dropout, pad_id=None,
+                     positions="rope", rope_base=float(rope["rope_theta"]), norm_first=True,
+                     share_embeddings=config.tie_word_embeddings, scale_embeddings=False, norm="rms",
+                     norm_eps=config.rms_norm_eps, activation="swiglu",
+                     bias=config.attention_bias or config.mlp_bias)  # ours: every linear has a bias, or none
 
 
-def _marian(config, weights: _Weights) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+def _marian(config) -> ModelConfig:
     name = "MarianMTModel"
     for encoder_side, decoder_side in (("encoder_layers", "decoder_layers"), ("encoder_ffn_dim", "decoder_ffn_dim"),
                                        ("encoder_attention_heads", "decoder_attention_heads")):
@@ -197,49 +242,35 @@ def _marian(config, weights: _Weights) -> tuple[ModelConfig, dict[str, torch.Ten
         raise _unsupported(name, "tie_word_embeddings", tied, _("one matrix serves all three uses, or none is "
                                                                 "shared (share_encoder_decoder_embeddings={shared})")
                            .format(shared=shared))
-    cfg = ModelConfig(src_vocab_size=config.vocab_size, tgt_vocab_size=config.decoder_vocab_size or config.vocab_size,
-                      d_model=config.d_model, num_heads=config.encoder_attention_heads, d_ff=config.encoder_ffn_dim,
-                      num_layers=config.encoder_layers, max_len=config.max_position_embeddings,
-                      dropout=config.dropout, pad_id=config.pad_token_id, share_embeddings=shared,
-                      positions="sinusoidal_halves", scale_embeddings=config.scale_embedding, final_norm=False,
-                      activation=MARIAN_ACTIVATIONS[config.activation_function])
-    d, v_src, v_tgt = cfg.d_model, cfg.src_vocab_size, cfg.tgt_vocab_size
-    if shared:
-        table = weights.take("model.shared.weight", v_src, d)
-        for key in ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight"):
-            weights.drop(key)
-        ours = {key: table for key in ("src_embed.token.weight", "tgt_embed.token.weight", "output_head.proj.weight")}
+    return ModelConfig(src_vocab_size=config.vocab_size, tgt_vocab_size=config.decoder_vocab_size or config.vocab_size,
+                       d_model=config.d_model, num_heads=config.encoder_attention_heads, d_ff=config.encoder_ffn_dim,
+                       num_layers=config.encoder_layers, max_len=config.max_position_embeddings,
+                       dropout=config.dropout, pad_id=config.pad_token_id, share_embeddings=shared,
+                       positions="sinusoidal_halves", scale_embeddings=config.scale_embedding, final_norm=False,
+                       activation=MARIAN_ACTIVATIONS[config.activation_function])
+
+
+def _names(model_class: str, config, cfg: ModelConfig | GPTConfig) -> dict:
+    """The family's table as this config has it: a tied matrix taken once, Llama's biases where the config
+    gives them, Marian's one shared matrix or three."""
+    if model_class == "LlamaForCausalLM":
+        names = {**LLAMA_NAMES, **(LLAMA_ATTENTION_BIASES if config.attention_bias else {}),
+                 **(LLAMA_MLP_BIASES if config.mlp_bias else {})}
+    elif model_class == "MarianMTModel" and cfg.share_embeddings:
+        names = {**MARIAN_NAMES, "model.shared.weight": "src_embed.token.weight",
+                 "model.encoder.embed_tokens.weight": None, "model.decoder.embed_tokens.weight": None}
     else:
-        weights.drop("model.shared.weight")
-        ours = {"src_embed.token.weight": weights.take("model.encoder.embed_tokens.weight", v_src, d),
-                "tgt_embed.token.weight": weights.take("model.decoder.embed_tokens.weight", v_tgt, d),
-                "output_head.proj.weight": weights.take("lm_head.weight", v_tgt, d)}
-    ours["output_head.proj.bias"] = weights.take("final_logits_bias", 1, v_tgt).flatten()
-    attention = (("q_proj", "w_q"), ("k_proj", "w_k"), ("v_proj", "w_v"), ("out_proj", "w_o"))
-    sides = (("encoder", ("self_attn", "self_attn"), ("self_attn_layer_norm", "add_norm1"),
-              ("final_layer_norm", "add_norm2")),
-             ("decoder", ("self_attn", "self_attn"), ("encoder_attn", "cross_attn"),
-              ("self_attn_layer_norm", "add_norm1"), ("encoder_attn_layer_norm", "add_norm2"),
-              ("final_layer_norm", "add_norm3")))
+        names = {"GPT2LMHeadModel": GPT2_NAMES, "MarianMTModel": MARIAN_NAMES}[model_class]
+    return {**names, "lm_head.weight": None} if cfg.share_embeddings else names
+
+
+def _check_marian_positions(weights: _Weights, cfg: ModelConfig) -> None:
     table = sinusoidal_table(cfg.max_len, cfg.d_model, halves=True)  # [max_len, D]: what ours adds
-    for side, *parts in sides:
-        positions = weights.take(f"model.{side}.embed_positions.weight", *table.shape)  # fixed: ours is built
-        if not torch.allclose(positions.to(table.dtype), table, atol=1e-5):
+    for side in ("encoder", "decoder"):
+        key = f"model.{side}.embed_positions.weight"
+        if not torch.allclose(weights.take(key, *table.shape).to(table.dtype), table, atol=1e-5):
             raise ValueError(_("{key} is not the sinusoidal table Marian builds (sines, then cosines): "
-                               "walkthrough builds that one and cannot load another").format(
-                                   key=f"model.{side}.embed_positions.weight"))
-        for i in range(cfg.num_layers):
-            hf, we = f"model.{side}.layers.{i}.", f"{side}.layers.{i}."
-            pairs = [("fc1", "feed_forward.linear1", (cfg.d_ff, d)), ("fc2", "feed_forward.linear2", (d, cfg.d_ff))]
-            for hf_part, our_part in parts:
-                if hf_part.endswith("attn"):
-                    pairs += [(f"{hf_part}.{a}", f"{our_part}.{b}", (d, d)) for a, b in attention]
-                else:
-                    pairs.append((hf_part, our_part + ".norm", (d,)))
-            for hf_part, our_part, shape in pairs:  # weight [out, in] (a norm's [D]), bias [out]
-                ours[f"{we}{our_part}.weight"] = weights.take(f"{hf}{hf_part}.weight", *shape)
-                ours[f"{we}{our_part}.bias"] = weights.take(f"{hf}{hf_part}.bias", shape[0])
-    return cfg, ours
+                               "walkthrough builds that one and cannot load another").format(key=key))
 
 
 READERS = {"GPT2LMHeadModel": (_gpt2, GPT), "LlamaForCausalLM": (_llama, GPT), "MarianMTModel": (_marian, Transformer)}
@@ -255,6 +286,7 @@ def from_transformers(hf_model, state_dict: dict[str, torch.Tensor] | None = Non
     we 2i with 2i+1); GPT-2's Conv1D weights are transposed; Marian's ``final_logits_bias`` becomes the head's
     bias and its decoder starts with its pad id (pass ``sos_id=hf_model.config.decoder_start_token_id`` to
     decoding). Loaded GPTs have ``pad_id=None``: like transformers without an attention mask, they mask nothing.
+    A bias ours has and theirs does not (GPT-2's head, Llama's where its config gives none) is 0.
     """
     model_class = type(hf_model).__name__
     if model_class not in READERS:
@@ -263,8 +295,25 @@ def from_transformers(hf_model, state_dict: dict[str, torch.Tensor] | None = Non
     weights = _Weights(hf_model.state_dict() if state_dict is None else state_dict, model_class)
     dtype = _check_float_dtype(weights.left)
     read, build = READERS[model_class]
-    cfg, ours = read(hf_model.config, weights)
+    cfg = read(hf_model.config)
+    if model_class == "MarianMTModel":
+        _check_marian_positions(weights, cfg)
+    with torch.device("meta"):
+        shapes_of = build(cfg)
+    ours = _copy(_names(model_class, hf_model.config, cfg), cfg.num_layers, weights, shapes_of)
     weights.check_all_taken()
+    if model_class == "LlamaForCausalLM":
+        for key, tensor in ours.items():
+            if ".self_attn.w_q." in key or ".self_attn.w_k." in key:
+                ours[key] = _rotary_rows(tensor, cfg.num_heads if ".w_q." in key else cfg.kv_heads)
+    for key, tensor in shapes_of.state_dict().items():
+        if key not in ours and key.endswith(".bias"):
+            ours[key] = torch.zeros(tensor.shape)
+    if cfg.share_embeddings:  # one matrix, taken once: the other uses are the same tensor
+        token = ours.get("embed.token.weight", ours.get("src_embed.token.weight"))
+        for key in ("tgt_embed.token.weight", "output_head.proj.weight"):
+            if key in shapes_of.state_dict():
+                ours[key] = token
     model = build(cfg).to(dtype).eval()
     model.load_state_dict({key: tensor.to(dtype) for key, tensor in ours.items()})
     return model
