@@ -668,7 +668,7 @@ def sampling_explorer(model, vocab, text: str = "三百零五") -> Explorer:
         kept = next_token_probs(logits, temperature, top_k, top_p)  # [V], what sample_next draws from
         survivors = [(vocab.itos[i], float(kept[i])) for i in kept.argsort(descending=True, stable=True).tolist()
                      if kept[i] > 0]
-        lines = "\n".join(f"  {word:<10} {p:.3f}" for word, p in survivors[:5])
+        lines = "\n".join(f"  {ljust(word, 10)} {p:.3f}" for word, p in survivors[:5])
         more = "\n  " + _("... {count} more").format(count=len(survivors) - 5) if len(survivors) > 5 else ""
         summary = _Text(_("prompt: {text} <sep>\n"
                           "entropy, model:        {model_entropy:.3f} nats\n"
