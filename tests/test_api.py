@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough import checkpoints, embedding
+from walkthrough.model import embedding
+from walkthrough.tasks import checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 # modules reached as wt.viz.heatmap, loaded on first use or not
@@ -139,7 +140,7 @@ def test_ids_are_checked_once_per_model_call_and_a_layer_called_alone_checks_its
         calls.append(name)
         return checked(ids, vocab_size, name, *positions)
 
-    for module in (embedding, sys.modules["walkthrough.model"], sys.modules["walkthrough.cache"]):
+    for module in (embedding, sys.modules["walkthrough.model.transformer"], sys.modules["walkthrough.model.cache"]):
         monkeypatch.setattr(module, "check_ids", counting)
     model = wt.Transformer(wt.ModelConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=2, d_ff=32,
                                           num_layers=2))

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import walkthrough as wt
-from walkthrough.viz import NEAR_ONE_HOT, softmax_saturation
+from walkthrough.classroom.viz import NEAR_ONE_HOT, softmax_saturation
 
 BATCH, LENGTH, D_MODEL, HEADS = 2, 5, 32, 4
 D_K = D_MODEL // HEADS

@@ -1,4 +1,4 @@
-"""Every hand-written backward in walkthrough.backward equals autograd (torch.autograd.grad), in float64."""
+"""Every hand-written backward in walkthrough.model.backward equals autograd (torch.autograd.grad), in float64."""
 
 import math
 
@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import walkthrough as wt
-from walkthrough import backward
+from walkthrough.model import backward
 
 
 @pytest.fixture(autouse=True)

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough import memory_guard
-from walkthrough.config import parameter_count
+from walkthrough.model import memory_guard
+from walkthrough.model.config import parameter_count
 
 
 @pytest.mark.parametrize("kwargs,error,message", [
@@ -117,8 +117,8 @@ def test_the_constructors_refuse_a_model_that_cannot_fit_before_allocating(monke
     def never(*args, **kwargs):
         raise AssertionError("a part of the model was built before the guard refused it")
 
-    monkeypatch.setattr("walkthrough.model.Embedding", never)
-    monkeypatch.setattr("walkthrough.gpt.Embedding", never)
+    monkeypatch.setattr("walkthrough.model.transformer.Embedding", never)
+    monkeypatch.setattr("walkthrough.model.gpt.Embedding", never)
     needed = memory_guard.build_peak_bytes(cfg)
     assert needed > 2**40 / 2  # the sizes a student mistypes: half a terabyte and more
     with pytest.raises(ValueError, match=rf"this {build.__name__} would need about {needed / 2**30:.1f} GiB while it "
@@ -181,7 +181,7 @@ def test_the_guards_count_is_the_built_models_own(cfg):
 
 MEASURE = """
 import re, sys, torch, walkthrough as wt
-from walkthrough import memory_guard
+from walkthrough.model import memory_guard
 torch.set_num_threads(1)
 cfg = eval(sys.argv[1], {"wt": wt})
 def status(field):  # bytes, from the kernel's own account of this process
@@ -244,7 +244,7 @@ def test_the_guard_reads_the_limit_of_the_processs_own_cgroup_and_its_parents(tm
 
 UNDER_A_LIMIT = """
 import resource, torch, walkthrough as wt
-from walkthrough import memory_guard
+from walkthrough.model import memory_guard
 in_use = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
 resource.setrlimit(resource.RLIMIT_AS, (in_use + 2 * 2**30, resource.RLIM_INFINITY))
 try:
@@ -263,8 +263,8 @@ def test_the_guard_compares_with_the_processs_own_address_space_limit():
 
 
 @pytest.mark.parametrize("trainer,built", [
-    (lambda: wt.numeral_task.Trainer(wt.numeral_task.TrainSettings()), "walkthrough.numeral_task.Transformer"),
-    (lambda: wt.language_model.GPTTrainer(wt.language_model.GPTSettings()), "walkthrough.language_model.GPT"),
+    (lambda: wt.Trainer(wt.TrainSettings()), "walkthrough.tasks.numerals.Transformer"),
+    (lambda: wt.GPTTrainer(wt.GPTSettings()), "walkthrough.tasks.language_model.GPT"),
 ], ids=["encoder-decoder", "GPT"])
 def test_the_trainers_ask_the_guard_before_building(monkeypatch, trainer, built):
     """The trainers call the guard too (the constructors do as well): a refusal comes before any model."""

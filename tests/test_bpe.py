@@ -1,4 +1,5 @@
-"""BPE by hand (walkthrough/bpe.py) against Hugging Face ``tokenizers``, the round trip, special tokens, bad input."""
+"""BPE by hand (walkthrough/text/bpe.py) against Hugging Face ``tokenizers``, the round trip, special tokens, bad
+input."""
 
 from functools import cache
 
@@ -7,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import walkthrough as wt
-from walkthrough.bpe import BASE_SIZE, as_byte_chars, corpus_slice, from_library, library_bpe
+from walkthrough.text.bpe import BASE_SIZE, as_byte_chars, corpus_slice, from_library, library_bpe
 
 VOCAB_SIZE = 2000
 

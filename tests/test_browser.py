@@ -28,7 +28,8 @@ from matplotlib.figure import Figure
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
-from walkthrough import i18n, viz
+from walkthrough import i18n
+from walkthrough.classroom import viz
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import install_lab_settings  # from tools/, which is not a package
@@ -348,7 +349,7 @@ def check_run_all(notebook) -> None:
     notebook.check(notebook.notebook.locator(".jp-RenderedImage img").count() > 0, "no figure rendered")
     small = [size for size in figure_text_sizes(notebook) if size["px"] < FIGURE_TEXT_PX]
     notebook.check(not small, f"figure text under {FIGURE_TEXT_PX} px on a {SCREEN['width']} px screen: {small} "
-                              f"(size figures with walkthrough.viz: SCREEN_DPI, SCREEN_WIDTH_IN)")
+                              f"(size figures with walkthrough.classroom.viz: SCREEN_DPI, SCREEN_WIDTH_IN)")
 
 
 def check_first_slide(notebook) -> None:
@@ -536,8 +537,8 @@ EXPLORER_SLIDERS = [("12_choosing_the_next_token.ipynb", "temperature", 4, "en")
 
 
 def control_label(name: str, edition: str) -> str:
-    """An explorer control's label on screen in an edition ("en" or "zh"): walkthrough.widgets.control_labels()
-    read from the package's catalog, without switching this process's language."""
+    """An explorer control's label on screen in an edition ("en" or "zh"): the package's
+    walkthrough.classroom.widgets.control_labels() read from its catalog, without switching this process's language."""
     if edition == "en":
         return name
     catalog = gettext.translation(i18n.DOMAIN, localedir=i18n.LOCALE_DIR, languages=[edition])

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough.cache import DecoderLayerCache
+from walkthrough.model.cache import DecoderLayerCache
 
 SOS, EOS, PAD = wt.Vocab.sos_id, wt.Vocab.eos_id, wt.Vocab.pad_id
 CHECKPOINT = wt.shipped_file("checkpoints", "numerals.pt")
@@ -441,7 +441,7 @@ def test_greedy_decode_holds_one_step_of_probabilities_at_a_time(monkeypatch):
     256 tokens, B = 32, V = 30000)."""
     import weakref
 
-    from walkthrough import decoding
+    from walkthrough.model import decoding
 
     alive_counts = []
     kept = []

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough import checkpoints
+from walkthrough.tasks import checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("make_checkpoints", ROOT / "scripts" / "make_checkpoints.py")

@@ -18,7 +18,8 @@ import torch
 
 import walkthrough as wt
 from walkthrough import __main__ as cli
-from walkthrough import checkpoints, numeral_task
+from walkthrough.tasks import checkpoints
+from walkthrough.tasks import numerals as numeral_task
 
 from .test_checkpoints import half_written_then_full
 
@@ -186,7 +187,7 @@ def test_ctrl_c_saves_what_was_trained_says_so_and_exits_cleanly(tmp_path):
                                         (["--model", "gpt"], "--model gpt")])
 def test_the_translator_refuses_what_only_the_numeral_run_takes(flags, flag, monkeypatch, capsys):
     """--task sentences once ignored these: --resume x.pt --save x.pt trained from nothing over x.pt."""
-    from walkthrough import translator
+    from walkthrough.tasks import translator
 
     def refuse(*args, **kwargs):
         raise AssertionError("the tokenizer was trained before the input was checked")
@@ -199,7 +200,7 @@ def test_the_translator_refuses_what_only_the_numeral_run_takes(flags, flag, mon
 
 
 def test_ctrl_c_in_the_translators_run_saves_what_was_trained(tmp_path, monkeypatch, capsys):
-    from walkthrough import translator
+    from walkthrough.tasks import translator
 
     run = translator.TranslatorTrainer.run
 

@@ -7,7 +7,7 @@ from importlib import resources
 import pytest
 
 import walkthrough as wt
-from walkthrough import corpus
+from walkthrough.text import corpus
 
 
 def test_split_sizes_and_the_docstring_counts():

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough import cost
+from walkthrough.trace import cost
 
 B, L, D, H, D_FF = 3, 7, 64, 4, 96
 

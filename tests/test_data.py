@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough import data
+from walkthrough.tasks import data
 
 
 @pytest.mark.parametrize("n,zh,en", [

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough.language_model import prompt_ids
+from walkthrough.tasks.language_model import prompt_ids
 
 SOS, EOS, PAD = wt.Vocab.sos_id, wt.Vocab.eos_id, wt.Vocab.pad_id
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import walkthrough as wt
+from walkthrough.model import decoding, memory_guard
 
 SOS, EOS, PAD = wt.Vocab.sos_id, wt.Vocab.eos_id, wt.Vocab.pad_id
 CHECKPOINT = wt.shipped_file("checkpoints", "numerals.pt")
@@ -371,16 +372,16 @@ def test_a_beam_this_process_cannot_hold_is_refused_before_decoding(monkeypatch)
     """Issue #40: beam_size had no ceiling (32 phrases at beam 500: 234 s and 5.2 GB). A beam whose estimate
     passes the memory guard's limit is refused with the estimate and the limit, before the model runs."""
     model, src = tiny_model(), source()
-    needed = wt.decoding.beam_peak_bytes(model, src, 5, 10)
+    needed = decoding.beam_peak_bytes(model, src, 5, 10)
     assert needed == 4 * (4 * 10) * (8 * 13 + 2 * 2 * (6 + 5 + 1) * 32)
-    monkeypatch.setattr(wt.memory_guard, "memory_headroom", lambda: (needed - 1, "the hub's memory limit (2.0 GiB)"))
+    monkeypatch.setattr(memory_guard, "memory_headroom", lambda: (needed - 1, "the hub's memory limit (2.0 GiB)"))
     monkeypatch.setattr(wt.Transformer, "encode", lambda *args: pytest.fail("decoding began before the refusal"))
     with pytest.raises(ValueError, match=rf"beam_size=10 for 4 rows would need about {needed / 2**30:.1f} GiB \(40 "
                                          r"beams, each scoring all 13 tokens at every step\), but the hub's memory "
                                          r"limit \(2\.0 GiB\) leaves this process 0\.0 GiB: use a smaller beam_size"):
         wt.beam_search(model, src, 5, SOS, EOS, beam_size=10)
     monkeypatch.undo()
-    monkeypatch.setattr(wt.memory_guard, "memory_headroom", lambda: (needed, "the hub's memory limit (2.0 GiB)"))
+    monkeypatch.setattr(memory_guard, "memory_headroom", lambda: (needed, "the hub's memory limit (2.0 GiB)"))
     assert wt.beam_search(model, src, 5, SOS, EOS, beam_size=10).ids.shape[:2] == (4, 10)
 
 

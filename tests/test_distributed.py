@@ -15,7 +15,7 @@ import torch
 
 import walkthrough as wt
 from walkthrough import __main__ as cli
-from walkthrough import distributed
+from walkthrough.tasks import distributed
 
 STEPS, BATCH = 4, 64
 

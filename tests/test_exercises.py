@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import walkthrough as wt
-from walkthrough.exercises import EXERCISES, NOT_YET
+from walkthrough.classroom.exercises import EXERCISES, NOT_YET
 
 SOLUTIONS = (Path(__file__).resolve().parents[1] / "docs" / "solutions.md").read_text()
 BLOCKS = re.findall(r"^##?#? (\d\d)\n\n```python\n(.*?)^```", SOLUTIONS, re.S | re.M)

@@ -15,8 +15,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
 import walkthrough as wt
-from walkthrough import viz
-from walkthrough.cost import kv_sharing
+from walkthrough.classroom import viz
+from walkthrough.trace.cost import kv_sharing
 
 LABELS = ["three", "seven", "hundred", "thousand", "million", "five", "<eos>", "eleven", "twenty", "and", "nine",
           "zero", "one", "two"]

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import walkthrough as wt
-from walkthrough.flash import online_softmax_step
+from walkthrough.model.flash import online_softmax_step
 
 
 class Shapes(TorchDispatchMode):

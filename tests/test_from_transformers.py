@@ -138,7 +138,7 @@ def test_marian_equals_transformers(changes):
 
 
 def test_llama_head_permutation_is_the_pairing_of_rotate_half():
-    from walkthrough.hf import _rotary_pairs
+    from walkthrough.interop.hf import _rotary_pairs
     assert _rotary_pairs(8).tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
 
 

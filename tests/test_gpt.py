@@ -12,8 +12,8 @@ from torch import nn
 
 import walkthrough as wt
 from walkthrough.__main__ import main
-from walkthrough.data import english_tokens
-from walkthrough.language_model import (
+from walkthrough.tasks.data import english_tokens
+from walkthrough.tasks.language_model import (
     SEPARATOR,
     GPTSettings,
     GPTTrainer,
@@ -83,18 +83,20 @@ def test_gqa_shapes_and_parameter_count():
         assert torch.equal(expanded[:, head], k[:, head // 2])
 
 
-def test_kv_heads_equal_heads_is_the_old_attention_bit_for_bit():
+def test_kv_heads_none_or_h_is_pytorchs_multi_head_attention_on_both_paths():
+    """H_kv = H (num_kv_heads None or H) is the paper's attention: equal to nn.MultiheadAttention with the same
+    weights, on the fused path and written out (comparing None with H alone could not fail: both become H)."""
     torch.manual_seed(0)
-    old = wt.MultiHeadAttention(D, H).eval()
-    torch.manual_seed(0)
-    new = wt.MultiHeadAttention(D, H, num_kv_heads=H).eval()
-    for (name, a), (_, b) in zip(old.state_dict().items(), new.state_dict().items()):
-        assert torch.equal(a, b), name
+    reference = nn.MultiheadAttention(D, H, batch_first=True).eval()
     x = torch.randn(2, 6, D)
     mask = wt.causal_mask(6)
-    with wt.keep_attention_weights(old), wt.keep_attention_weights(new):
-        assert torch.equal(old(x, x, x, mask), new(x, x, x, mask))
-    assert torch.equal(old.attn_weights, new.attn_weights)
+    expected = reference(x, x, x, attn_mask=~mask)[0]  # PyTorch's mask: True = blocked
+    for kv_heads in (None, H):
+        ours = wt.copy_torch_attention(wt.MultiHeadAttention(D, H, num_kv_heads=kv_heads).eval(), reference)
+        with torch.no_grad():
+            torch.testing.assert_close(ours(x, x, x, mask), expected)  # the fused path
+            with wt.keep_attention_weights(ours):
+                torch.testing.assert_close(ours(x, x, x, mask), expected)  # written out
 
 
 def test_kv_heads_must_divide_heads():
@@ -437,7 +439,7 @@ def test_apply_rope_in_float64_computes_its_angles_in_float64():
 def test_gpt_block_equals_pytorchs_layer_with_the_same_norm_placement(norm_first):
     """An independent reference for the residual path (issue 30): PyTorch's own nn.TransformerEncoderLayer with
     norm_first and a causal mask is a GPT block; swapping pre- and post-norm in ours fails this."""
-    from walkthrough.config import Block
+    from walkthrough.model.config import Block
     torch.manual_seed(0)
     theirs = nn.TransformerEncoderLayer(16, 4, 24, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
     ours = wt.DecoderLayer(16, 4, 24, 0.0, cross_attention=False, block=Block(norm_first=norm_first)).eval()

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough import backward
-from walkthrough.gradients import GradientTable, layer_gradient_norms, parameter_gradients, trace_gradients
+from walkthrough.model import backward
+from walkthrough.trace.gradients import GradientTable, layer_gradient_norms, parameter_gradients, trace_gradients
 
 SMALL = wt.ModelConfig(src_vocab_size=40, tgt_vocab_size=30, d_model=12, num_heads=3, d_ff=20, num_layers=2,
                        max_len=16, dropout=0.0)

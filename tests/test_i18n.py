@@ -75,7 +75,7 @@ def test_every_marked_message_is_one_babel_extracts():
     f-string in _() is a different message each time: both are found in the source itself."""
     in_source = extracted_ids()
     hidden, formatted = [], []
-    for path in [*sorted((ROOT / "walkthrough").glob("*.py")), ROOT / "tools" / "shape_sheet.py"]:
+    for path in [*sorted((ROOT / "walkthrough").rglob("*.py")), ROOT / "tools" / "shape_sheet.py"]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("_", "N_")
                     and node.args):
@@ -145,7 +145,7 @@ def test_a_shape_tables_meanings_and_headers_are_chinese_and_english_comes_back(
 
 
 def test_an_explorer_asks_and_answers_in_chinese(chinese):
-    widgets = pytest.importorskip("walkthrough.widgets")
+    widgets = pytest.importorskip("walkthrough.classroom.widgets")
     explorer = widgets.mask_explorer()
     prompt = explorer.children[0].value
     assert "先预测" in prompt and "Predict first" not in prompt
@@ -174,7 +174,7 @@ def test_an_exercise_verdict_is_chinese(chinese, capsys):
 
 
 def test_a_figures_title_and_labels_are_chinese(chinese):
-    viz = pytest.importorskip("walkthrough.viz")
+    viz = pytest.importorskip("walkthrough.classroom.viz")
     figure = viz.pe_figure(20, 16)
     table_axes = figure.axes[0]
     assert CHINESE.search(table_axes.get_title()) and CHINESE.search(table_axes.get_xlabel())
@@ -300,7 +300,7 @@ def english_left(text: str) -> list[str]:
 
 def drawn_texts(figure) -> list[str]:
     """Every string a figure draws, tick labels aside (they are the caller's tokens and numbers)."""
-    viz = pytest.importorskip("walkthrough.viz")
+    viz = pytest.importorskip("walkthrough.classroom.viz")
     return [t.get_text() for t in viz._texts(figure) if t.get_text().strip()]
 
 
@@ -313,7 +313,7 @@ def test_english_left_sees_a_word_and_lets_names_and_symbols_be():
 def figure_calls():
     """One call of each figure the package draws, with the caller's own words in Chinese: any English is the
     package's."""
-    viz = pytest.importorskip("walkthrough.viz")
+    viz = pytest.importorskip("walkthrough.classroom.viz")
     torch.manual_seed(0)
     weights = torch.softmax(torch.randn(2, 3, 3), -1)  # [H, L_q, L_k]
     series = {"训练损失": [3.0, 2.0, 1.5]}
@@ -346,7 +346,7 @@ def figure_calls():
 
 
 def test_every_figure_of_the_package_is_checked():
-    viz = pytest.importorskip("walkthrough.viz")
+    viz = pytest.importorskip("walkthrough.classroom.viz")
     drawn = {name for name in dir(viz) if name.endswith("_figure") and callable(getattr(viz, name))}
     assert drawn | {"attention_heads"} == set(figure_calls()), "viz.heatmap draws only the caller's words"
 
@@ -362,7 +362,7 @@ def test_a_figures_text_is_chinese(chinese, name):
 def test_an_explorers_controls_and_figures_are_chinese(chinese, monkeypatch):
     """Every control's label and every option a control offers, and every figure an explorer draws as it first
     renders, read by a Chinese student: all the explorers, those that take a model included."""
-    widgets = pytest.importorskip("walkthrough.widgets")
+    widgets = pytest.importorskip("walkthrough.classroom.widgets")
     figures = []
     monkeypatch.setattr(widgets, "_output", lambda part, real=widgets._output: (
         figures.append(part) if hasattr(part, "savefig") else None, real(part))[1])

@@ -87,11 +87,19 @@ def test_every_attention_path_gives_a_blind_row_zero():
     mask = torch.ones(2, 1, 5, 5, dtype=torch.bool).tril()
     mask[0, :, :, :2] = False  # sentence 0: keys 0-1 blocked, so queries 0-1 see nothing
     written, _ = wt.scaled_dot_product_attention(q, k, v, mask)
-    fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # the fast path's call
     flash, _ = wt.flash_attention(q, k, v, mask, block_q=2, block_k=2)
-    for out in (written, fused, flash):
+    for out in (written, flash):
         assert torch.equal(out[0, :, :2], torch.zeros(2, 2, 4))
         torch.testing.assert_close(out, written)
+    attention = wt.MultiHeadAttention(8, 2).eval()  # the module's own two paths: fused (the default) and written out
+    x = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        fused = attention(x, x, x, mask)
+        with wt.keep_attention_weights(attention):
+            written_out = attention(x, x, x, mask)
+    for out in (fused, written_out):  # a row that reads nothing is W_o of zeros: W_o's bias
+        assert torch.equal(out[0, :2], attention.w_o.bias.expand(2, 8))
+    torch.testing.assert_close(fused, written_out)
     gpt = wt.GPT(wt.GPTConfig(vocab_size=12, d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=16,
                               dropout=0.0)).eval()
     ids = torch.tensor([[0, 0, 5, 6]])  # two pad tokens first: rows 0-1 see nothing in the first layer

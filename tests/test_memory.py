@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough import memory
+from walkthrough.trace import memory
 
 SMALL = wt.ModelConfig(src_vocab_size=50, tgt_vocab_size=60, d_model=16, num_heads=2, d_ff=32, num_layers=1,
                        max_len=20, dropout=0.0)

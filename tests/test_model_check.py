@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough.model_check import ROOT as MODEL
+from walkthrough.classroom import model_check
+from walkthrough.classroom.model_check import ROOT as MODEL
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTION = re.search(r"^## 15\n\n```python\n(.*?)^```", (REPO / "docs" / "solutions.md").read_text(), re.S | re.M)[1]
@@ -29,7 +30,7 @@ def solution() -> dict:
     return namespace
 
 
-def verdict(namespace: dict, capsys) -> wt.model_check.ModelVerdict:
+def verdict(namespace: dict, capsys) -> model_check.ModelVerdict:
     result = wt.check_model(namespace["Transformer"])
     assert capsys.readouterr().out.strip() == result.message
     return result
@@ -240,9 +241,9 @@ def test_every_block_of_the_package_with_weights_is_checked_by_path():
     trained = wt.load_checkpoint(wt.shipped_file("checkpoints", "numerals.pt"))
     namespace = solution()
     mine = namespace["Transformer"](trained.model.cfg)
-    with torch.no_grad(), wt.model_check._recording(trained.model) as calls:
+    with torch.no_grad(), model_check._recording(trained.model) as calls:
         trained.model(torch.tensor([[4, 5, 0]]), torch.tensor([[1, 6]]))
-    checked = [path for path, _ in wt.model_check._student_blocks(calls, mine)]
+    checked = [path for path, _ in model_check._student_blocks(calls, mine)]
     weighted = {path.rsplit(".", 2)[0] for path, _ in mine.named_parameters()}  # the blocks holding weights
     assert {p for p in weighted if not p.endswith(("norm", "token", "proj", "linear1", "linear2", "w_q", "w_k",
                                                    "w_v", "w_o"))} <= set(checked)
@@ -334,7 +335,7 @@ def copies_the_trained_model_inside(namespace):
 
 
 def returns_logits_computed_before(namespace):
-    import walkthrough.model_check as check
+    import walkthrough.classroom.model_check as check
     trainer = TRAINED
     batch = wt.make_batch(wt.held_out_pairs(check.PAIRS), trainer.src_vocab, trainer.tgt_vocab)
     with torch.no_grad():
@@ -381,7 +382,7 @@ def test_a_model_that_is_not_the_students_own_does_not_pass(cheat, capsys):
     assert not result and result.block == MODEL, result.message
     assert result.message.startswith("✗ model: not your model"), result.message
     if cheat is runs_the_trained_model_in_a_thread:  # seen running, not only found out by its idle blocks
-        assert "ran the package's own Transformer.forward (model.py)" in result.message, result.message
+        assert "ran the package's own Transformer.forward (transformer.py)" in result.message, result.message
 
 
 def test_the_packages_own_transformer_does_not_pass(capsys):

@@ -4,8 +4,9 @@ import math
 
 import pytest
 
-from walkthrough import cost, widgets
-from walkthrough.config import parameter_count
+from walkthrough.classroom import widgets
+from walkthrough.model.config import parameter_count
+from walkthrough.trace import cost
 
 B, L = widgets.SIZES["batch"], widgets.GPT_LENGTH
 CHOICES = [dict(), dict(activation="swiglu"), dict(norm="rms"), dict(positions="rope", rope_base=500000.0),

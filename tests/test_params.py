@@ -80,7 +80,7 @@ OPTIONS = [dict(), dict(norm="rms"), dict(activation="swiglu"), dict(activation=
 @pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "paper")
 def test_parameter_count_follows_every_option_in_both_models(options):
     """config.parameter_count, a formula, equals the built model's own count for each option (and GQA)."""
-    from walkthrough.config import parameter_count
+    from walkthrough.model.config import parameter_count
     model_cfg = wt.ModelConfig(src_vocab_size=50, tgt_vocab_size=50, d_model=16, num_heads=4, d_ff=24, num_layers=2,
                                max_len=30, **options)
     gpt_cfg = wt.GPTConfig(vocab_size=50, d_model=16, num_heads=4, num_kv_heads=2, d_ff=24, num_layers=2, max_len=30,
@@ -95,7 +95,7 @@ def test_parameter_count_follows_every_option_in_both_models(options):
 def test_options_change_the_count_by_what_they_add():
     """The differences themselves, by hand: SwiGLU adds one D×d_ff matrix and its bias per FFN, RMSNorm drops
     each norm's shift, learned positions add a [max_len, D] table per embedding, no bias drops every shift."""
-    from walkthrough.config import parameter_count
+    from walkthrough.model.config import parameter_count
     base = wt.GPTConfig(vocab_size=50, d_model=16, num_heads=4, d_ff=24, num_layers=2, max_len=30)
     count = lambda **changes: parameter_count(dataclasses.replace(base, **changes))  # noqa: E731
     norms = 2 * 2 + 1  # two per layer and the final one

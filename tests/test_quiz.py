@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import walkthrough as wt
-from walkthrough import quiz
-from walkthrough.quiz import ask_shape, check_shape_answer
+from walkthrough.classroom import quiz
+from walkthrough.classroom.quiz import ask_shape, check_shape_answer
 
 SPLIT = torch.Size([32, 8, 10, 64])
 SIZES = {"B": 32, "H": 8, "L": 10, "d_k": 64, "D": 512}

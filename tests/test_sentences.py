@@ -10,7 +10,7 @@ import opencc
 import pytest
 
 import walkthrough as wt
-from walkthrough import sentences
+from walkthrough.text import sentences
 
 
 def test_the_rule_counts_are_the_docstrings_and_add_up():

@@ -25,7 +25,7 @@ from tests.test_slides_fit import (  # noqa: F401 (browser_context, lab, kernels
     walk_deck,
     walked,
 )
-from walkthrough import viz
+from walkthrough.classroom import viz
 
 # A code line is cut when its text ends past its editor's right edge or the screen's. A figure
 # is kept as the head of its PNG (its pHYs chunk, read in Python), its natural width and its width on the screen.

@@ -9,8 +9,10 @@ import torch
 from torch import nn
 
 import walkthrough as wt
-from walkthrough import meta, op_tap, recording, tables, trace
+from walkthrough import recording
 from walkthrough.steps import STEPS
+from walkthrough.trace import meta, op_tap, tables
+from walkthrough.trace import tracer as trace
 
 with torch.device("meta"):
     HEAD = next(name for name, part in wt.Transformer(wt.ModelConfig()).named_children()
@@ -318,7 +320,7 @@ class Lambda(nn.Module):
     (Lambda(lambda x: x @ torch.ones(3, 2)), "aten.matmul", "aten.matmul failed on the meta device"),
 ])
 def test_a_module_that_cannot_run_on_meta_gets_the_op_and_the_module_path(inner, op, message):
-    with pytest.raises(wt.trace.TraceError, match=re.escape(message)) as caught:
+    with pytest.raises(wt.TraceError, match=re.escape(message)) as caught:
         wt.trace_module(Outer(inner), (2, 4))
     assert caught.value.where == "block.0" and str(caught.value).startswith("in 'block.0': ")
     if op is not None:

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 import walkthrough as wt
-from walkthrough import op_tap, trace
+from walkthrough.trace import op_tap
+from walkthrough.trace import tracer as trace
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()  # small configs with GPT-2's default token ids make it warn

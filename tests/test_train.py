@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 import walkthrough as wt
-from walkthrough import checkpoints, numeral_task, training
+from walkthrough.tasks import checkpoints, training
+from walkthrough.tasks import numerals as numeral_task
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = wt.TrainSettings(d_model=32, d_ff=64, batch_size=16, steps=30, warmup=5)

@@ -16,7 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import walkthrough as wt
-from walkthrough import translator
+from walkthrough.tasks import translator
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = wt.shipped_file("checkpoints", "tatoeba.pt")
@@ -327,7 +327,7 @@ def test_loading_a_translator_leaves_the_global_random_stream_as_it_was():
 
 
 def test_the_explorer_shows_greedy_beam_and_the_map_and_never_a_traceback(shipped):
-    from walkthrough import widgets
+    from walkthrough.classroom import widgets
 
     explorer = widgets.real_translation_explorer(shipped)
     assert "Good morning!" in explorer.text() and "[image/png]" in explorer.text()

@@ -17,7 +17,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 import walkthrough as wt
-from walkthrough import steps, trace, viz, widgets
+from walkthrough import steps
+from walkthrough.classroom import viz, widgets
+from walkthrough.trace import tracer as trace
 
 EXPLORERS = [widgets.shape_explorer, widgets.pe_explorer, widgets.split_explorer, widgets.scale_explorer,
              widgets.mask_explorer, widgets.cross_explorer, widgets.ffn_explorer, widgets.output_head_explorer,

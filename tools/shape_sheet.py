@@ -156,7 +156,7 @@ def _cjk_font_dir() -> Path | None:
     """The folder of the Chinese font matplotlib draws with (mplfonts' Noto Sans CJK SC), or None without one."""
     from matplotlib import font_manager
 
-    from walkthrough import viz
+    from walkthrough.classroom import viz
 
     name = viz.use_cjk_font()
     if name is None:

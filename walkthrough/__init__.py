@@ -3,10 +3,10 @@
 The rule of the public API: what a notebook calls is flat, ``wt.name``; a tool's own vocabulary beyond its entry
 point stays in its module, ``wt.module.name``. So ``wt.training_memory`` (what one training step keeps) is flat,
 and the pieces it is checked against (``wt.memory.measure_saved``) are not; a notebook reaches each name one way
-(tests/test_api.py). The namespaces: ``wt.backward``, ``wt.bpe``, ``wt.cost``, ``wt.distributed``,
-``wt.gradients``, ``wt.memory``, ``wt.sentences``, ``wt.translator``, and ``wt.viz`` (matplotlib) and ``wt.widgets``
-(ipywidgets), which load on first use, so ``import walkthrough`` stays light in a script or a test that draws
-nothing. Names that check the student start with ``check_``; nothing else public does.
+(tests/test_api.py). The namespaces: ``wt.backward``, ``wt.bpe``, ``wt.config``, ``wt.cost``,
+``wt.distributed``, ``wt.gradients``, ``wt.memory``, ``wt.rope``, ``wt.sentences``, ``wt.translator``, and ``wt.viz``
+(matplotlib) and ``wt.widgets`` (ipywidgets), which load on first use, so ``import walkthrough`` stays light in a
+script or a test that draws nothing. Names that check the student start with ``check_``; nothing else public does.
 
 The flat names, by what they are for (tests/test_api.py keeps this list and ``__all__`` the same):
 
@@ -38,14 +38,39 @@ The flat names, by what they are for (tests/test_api.py keeps this list and ``__
 
 import importlib
 
-from . import backward, bpe, cost, distributed, gradients, memory, sentences, translator
-from .attention import MultiHeadAttention, keep_attention_weights, scaled_dot_product_attention
-from .bpe import BPETokenizer
-from .cache import DecodingCache, KVCache
-from .checkpoints import shipped_file
-from .config import GPTConfig, ModelConfig
-from .corpus import EVERYDAY_PHRASES, cedict_pairs, cedict_rule_counts
-from .data import (
+from .classroom.exercises import check_exercise
+from .classroom.model_check import block_gaps, check_model, side_by_side
+from .classroom.quiz import ask_shape, check_shape_answer
+from .i18n import get_language, set_language
+from .interop.hf import from_transformers
+from .interop.pytorch import copy_torch_attention, copy_torch_transformer
+from .model import backward, config, rope
+from .model.attention import MultiHeadAttention, keep_attention_weights, scaled_dot_product_attention
+from .model.cache import DecodingCache, KVCache
+from .model.config import GPTConfig, ModelConfig
+from .model.decoding import (
+    Beams,
+    beam_search,
+    filter_logits,
+    greedy_decode,
+    greedy_steps,
+    next_token_probs,
+    sample_decode,
+    sample_next,
+)
+from .model.embedding import Embedding, sinusoidal_table
+from .model.flash import flash_attention, flash_attention_backward, flash_tiles, online_softmax_step
+from .model.gpt import GPT
+from .model.layers import AddNorm, Decoder, DecoderLayer, EncoderLayer, FeedForward, OutputHead
+from .model.loss import sequence_loss
+from .model.masks import causal_mask, decoder_self_mask, padding_mask, to_blocked
+from .model.rope import apply_rope, position_ids
+from .model.transformer import Encoder, Transformer
+from .recording import Row
+from .steps import STEPS
+from .tasks import distributed, translator
+from .tasks.checkpoints import shipped_file
+from .tasks.data import (
     PHRASES,
     Vocab,
     chinese_numeral,
@@ -56,31 +81,15 @@ from .data import (
     pad_batch,
     phrase_vocabs,
 )
-from .decoding import (
-    Beams,
-    beam_search,
-    filter_logits,
-    greedy_decode,
-    greedy_steps,
-    next_token_probs,
-    sample_decode,
-    sample_next,
+from .tasks.language_model import (
+    SEPARATOR,
+    GPTSettings,
+    GPTTrainer,
+    load_gpt_checkpoint,
+    make_lm_batch,
+    save_gpt_checkpoint,
 )
-from .embedding import Embedding, sinusoidal_table
-from .exercises import check_exercise
-from .flash import flash_attention, flash_attention_backward, flash_tiles, online_softmax_step
-from .gpt import GPT
-from .hf import from_transformers
-from .i18n import get_language, set_language
-from .language_model import SEPARATOR, GPTSettings, GPTTrainer, load_gpt_checkpoint, make_lm_batch, save_gpt_checkpoint
-from .layers import AddNorm, Decoder, DecoderLayer, EncoderLayer, FeedForward, OutputHead
-from .loss import sequence_loss
-from .masks import causal_mask, decoder_self_mask, padding_mask, to_blocked
-from .memory import training_memory
-from .meta import SOURCE_SIZES
-from .model import Encoder, Transformer
-from .model_check import block_gaps, check_model, side_by_side
-from .numeral_task import (
+from .tasks.numerals import (
     Trainer,
     TrainSettings,
     cross_attention_map,
@@ -90,16 +99,17 @@ from .numeral_task import (
     save_checkpoint,
     translate,
 )
-from .pytorch import copy_torch_attention, copy_torch_transformer
-from .quiz import ask_shape, check_shape_answer
-from .recording import Row
-from .rope import apply_rope, position_ids
-from .sentences import hsk_pairs, sentence_ids, sentence_pairs, sentence_rule_counts
-from .steps import STEPS
-from .tables import ShapeTable, assert_shape, by_step, print_shape, shape_map, shape_table, summarise
-from .trace import OpRow, TraceError, trace_module, trace_shapes
-from .training import make_batch, smoothing_floor, teacher_forcing, warmup_lr
-from .translator import TranslatorSettings, load_translator
+from .tasks.training import make_batch, smoothing_floor, teacher_forcing, warmup_lr
+from .tasks.translator import TranslatorSettings, load_translator
+from .text import bpe, sentences
+from .text.bpe import BPETokenizer
+from .text.corpus import EVERYDAY_PHRASES, cedict_pairs, cedict_rule_counts
+from .text.sentences import hsk_pairs, sentence_ids, sentence_pairs, sentence_rule_counts
+from .trace import cost, gradients, memory
+from .trace.memory import training_memory
+from .trace.meta import SOURCE_SIZES
+from .trace.tables import ShapeTable, assert_shape, by_step, print_shape, shape_map, shape_table, summarise
+from .trace.tracer import OpRow, TraceError, trace_module, trace_shapes
 
 __all__ = [
     "EVERYDAY_PHRASES",
@@ -150,6 +160,7 @@ __all__ = [
     "check_shape_answer",
     "chinese_numeral",
     "chinese_tokens",
+    "config",
     "copy_torch_attention",
     "copy_torch_transformer",
     "cost",
@@ -185,6 +196,7 @@ __all__ = [
     "phrase_vocabs",
     "position_ids",
     "print_shape",
+    "rope",
     "sample_decode",
     "sample_next",
     "save_checkpoint",
@@ -214,10 +226,10 @@ __all__ = [
 ]
 
 
-_ON_FIRST_USE = {"viz", "widgets"}
+_ON_FIRST_USE = {"viz": ".classroom.viz", "widgets": ".classroom.widgets"}  # matplotlib, ipywidgets: when first used
 
 
 def __getattr__(name: str):
     if name in _ON_FIRST_USE:
-        return importlib.import_module(f".{name}", __name__)
+        return importlib.import_module(_ON_FIRST_USE[name], __name__)
     raise AttributeError(f"module 'walkthrough' has no attribute {name!r}")

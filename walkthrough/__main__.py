@@ -13,12 +13,12 @@ from pathlib import Path
 
 import torch
 
-from .config import ModelConfig
 from .i18n import N_, _
-from .meta import SOURCE_SIZES
-from .numeral_task import MAX_BATCH_SIZE, MAX_HELD_OUT, TrainSettings
-from .tables import format_table, summarise
-from .trace import trace_shapes
+from .model.config import ModelConfig
+from .tasks.numerals import MAX_BATCH_SIZE, MAX_HELD_OUT, TrainSettings
+from .trace.meta import SOURCE_SIZES
+from .trace.tables import format_table, summarise
+from .trace.tracer import trace_shapes
 
 MAX_TRACE_LAYERS = 96  # a trace builds every layer (on the meta device, but each is Python objects): 96 take seconds
 
@@ -37,9 +37,9 @@ SETTING_FLAGS = ("steps", "warmup", "seed", "batch_size", "dropout")  # what --r
 def _check_train(args) -> None:
     """Everything a run (one process or torchrun's ranks, each checking alike) can refuse before any work:
     every path it reads or writes first, so a bad one never costs a whole training run."""
-    from .checkpoints import validate_checkpoint_path
     from .checks import check_dropout
-    from .distributed import launched_by_torchrun
+    from .tasks.checkpoints import validate_checkpoint_path
+    from .tasks.distributed import launched_by_torchrun
 
     if args.resume is not None:
         validate_checkpoint_path(args.resume, for_writing=False, name="--resume")
@@ -73,11 +73,11 @@ def _trainer(args):
     """The run's trainer: resumed from ``--resume``'s checkpoint, or new from the flags (a flag left out keeps the
     settings' default; no --warmup is 15% of the steps)."""
     if args.model == "gpt":  # notebook 09: the same numerals as a decoder-only language model
-        from .language_model import GPTSettings, GPTTrainer, load_gpt_checkpoint
+        from .tasks.language_model import GPTSettings, GPTTrainer, load_gpt_checkpoint
         if args.resume is not None:
             return load_gpt_checkpoint(args.resume)
         return GPTTrainer(GPTSettings(**_given_settings(args)))
-    from .numeral_task import Trainer, TrainSettings, load_checkpoint
+    from .tasks.numerals import Trainer, TrainSettings, load_checkpoint
     if args.resume is not None:
         return load_checkpoint(args.resume)
     return Trainer(TrainSettings(**_given_settings(args)), dropout=args.dropout or 0.0)
@@ -90,8 +90,8 @@ def _given_settings(args) -> dict:
 
 
 def _save(trainer, path: str) -> None:
-    from .language_model import GPTTrainer, save_gpt_checkpoint
-    from .numeral_task import save_checkpoint
+    from .tasks.language_model import GPTTrainer, save_gpt_checkpoint
+    from .tasks.numerals import save_checkpoint
 
     (save_gpt_checkpoint if isinstance(trainer, GPTTrainer) else save_checkpoint)(trainer, path)
 
@@ -114,15 +114,15 @@ def _stopped_by_ctrl_c(args, trainer, save: Callable, next_step: str) -> int:
 
 
 def _train(args) -> int:
-    from .data import Vocab
-    from .distributed import (
+    from .tasks.data import Vocab
+    from .tasks.distributed import (
         check_global_batch,
         launched_by_torchrun,
         process_group,
         rank_and_world,
         train_data_parallel,
     )
-    from .numeral_task import held_out_pairs
+    from .tasks.numerals import held_out_pairs
 
     rank, world_size = rank_and_world()
     _check_train(args)
@@ -155,7 +155,7 @@ def _train(args) -> int:
 
 def _check_sentences(args) -> None:
     """What the translator's run cannot take, refused before its tokenizer and its half hour of training."""
-    from .checkpoints import validate_checkpoint_path
+    from .tasks.checkpoints import validate_checkpoint_path
 
     for flag, given in (("--resume", args.resume is not None), ("--report", args.report is not None),
                         ("--model gpt", args.model == "gpt")):
@@ -167,8 +167,8 @@ def _check_sentences(args) -> None:
 
 
 def _train_sentences(args) -> int:
-    from .sentences import sentence_pairs
-    from .translator import TranslatorSettings, TranslatorTrainer, save_translator, train_tokenizer
+    from .tasks.translator import TranslatorSettings, TranslatorTrainer, save_translator, train_tokenizer
+    from .text.sentences import sentence_pairs
 
     _check_sentences(args)
     given = {name: getattr(args, name) for name in SETTING_FLAGS if getattr(args, name) is not None}
@@ -188,7 +188,7 @@ def _train_sentences(args) -> int:
 
 
 def _translate(args) -> int:
-    from .translator import load_translator
+    from .tasks.translator import load_translator
 
     translator = load_translator(args.checkpoint)
     for line in translator.translate(args.sentences, beam_size=args.beam):
