@@ -46,7 +46,7 @@ browser:
 # paid here, once, rather than by the first Run All in class.
 # $(call run_lab,STATE_DIR,NOTEBOOK_DIR)
 define run_lab
-	$(BIN)/python -c "import walkthrough.widgets, walkthrough.viz; walkthrough.viz.use_cjk_font()"
+	$(BIN)/python -c "import walkthrough.classroom.widgets, walkthrough.classroom.viz as viz; viz.use_cjk_font()"
 	JUPYTERLAB_SETTINGS_DIR="$(abspath $(1))/settings" \
 	JUPYTERLAB_WORKSPACES_DIR="$(abspath $(1))/workspaces" \
 	  $(BIN)/jupyter lab $(2) $(LAB_ARGS) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
