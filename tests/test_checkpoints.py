@@ -241,14 +241,25 @@ def test_a_state_longer_than_the_schedule_names_steps():
         shorter.load_state_dict(trained.state_dict())
 
 
+def old_name(key: str) -> str:
+    """A weight's name as an earlier version saved it: written out here, not derived from RENAMED_WEIGHTS."""
+    numbers = {"self_attn_norm": 1, "cross_attn_norm": 2, "ffn_norm": 3 if key.startswith("decoder.") else 2}
+    key = key.replace("output_head.", "generator.", 1)
+    for name, number in numbers.items():
+        key = key.replace(f".{name}.", f".add_norm{number}.")
+    return key
+
+
 @pytest.mark.parametrize("name", sorted(script.SHIPPED))
-def test_a_checkpoint_saved_before_the_output_head_rename_still_loads(tmp_path, name):
-    """Files written when the head was ``generator``: their digest covers the keys as stored; reading the file maps
-    them (``checkpoints.RENAMED_WEIGHTS``, the one place old names are understood)."""
+def test_a_checkpoint_saved_before_the_renames_still_loads(tmp_path, name):
+    """Files written when the head was ``generator`` and the norms were numbered ``add_norm1..3``: their digest
+    covers the keys as stored; reading the file maps them (``checkpoints.RENAMED_WEIGHTS``, the one place old names
+    are understood)."""
     shipped = script.SHIPPED[name]
     state = torch.load(shipped.checkpoint, weights_only=True)
-    state["model"] = {key.replace("output_head.", "generator.", 1): value for key, value in state["model"].items()}
+    state["model"] = {old_name(key): value for key, value in state["model"].items()}
     assert any(key.startswith("generator.") for key in state["model"])
+    assert any(".add_norm3." in key for key in state["model"]) and not any("_norm." in k for k in state["model"])
     forge(tmp_path / "old.pt", state)  # as saved then: the digest over the weights under their old names
     old, new = shipped.load(tmp_path / "old.pt"), shipped.load(shipped.checkpoint)
     for (key, a), b in zip(old.model.state_dict().items(), new.model.state_dict().values()):

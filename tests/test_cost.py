@@ -33,7 +33,7 @@ def test_flops_and_parameters_match_a_count_by_hand(cfg):
 
 
 def test_each_part_computes_what_its_name_says(cfg):
-    layer = wt.EncoderLayer(D, H, D_FF, 0.0).eval()
+    layer = wt.EncoderLayer(cfg).eval()
     x = torch.randn(B, L, D)
     attn = layer.self_attn
 

@@ -439,16 +439,17 @@ def test_apply_rope_in_float64_computes_its_angles_in_float64():
 def test_gpt_block_equals_pytorchs_layer_with_the_same_norm_placement(norm_first):
     """An independent reference for the residual path (issue 30): PyTorch's own nn.TransformerEncoderLayer with
     norm_first and a causal mask is a GPT block; swapping pre- and post-norm in ours fails this."""
-    from walkthrough.model.config import Block
     torch.manual_seed(0)
     theirs = nn.TransformerEncoderLayer(16, 4, 24, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
-    ours = wt.DecoderLayer(16, 4, 24, 0.0, cross_attention=False, block=Block(norm_first=norm_first)).eval()
+    cfg = wt.GPTConfig(vocab_size=8, d_model=16, num_heads=4, d_ff=24, dropout=0.0, positions="learned",
+                       norm_first=norm_first)
+    ours = wt.DecoderLayer(cfg, cross_attention=False).eval()
     with torch.no_grad():
         for p in theirs.parameters():
             p.normal_(0, 0.5)  # norms away from 1 and 0, so their placement shows
         wt.copy_torch_attention(ours.self_attn, theirs.self_attn)
         for mine, torchs in ((ours.feed_forward.linear1, theirs.linear1), (ours.feed_forward.linear2, theirs.linear2),
-                             (ours.add_norm1.norm, theirs.norm1), (ours.add_norm3.norm, theirs.norm2)):
+                             (ours.self_attn_norm.norm, theirs.norm1), (ours.ffn_norm.norm, theirs.norm2)):
             mine.load_state_dict(torchs.state_dict())
         x = 3 * torch.randn(2, 6, 16)
         expected = theirs(x, src_mask=nn.Transformer.generate_square_subsequent_mask(6), is_causal=True)

@@ -80,9 +80,9 @@ def test_pre_norm_is_named_at_the_first_layer(capsys):
 
     class PreNormEncoderLayer(namespace["EncoderLayer"]):
         def forward(self, x, src_mask):
-            h = self.add_norm1.norm(x)
+            h = self.self_attn_norm.norm(x)
             x = x + self.self_attn(h, h, h, src_mask)
-            return x + self.feed_forward(self.add_norm2.norm(x))
+            return x + self.feed_forward(self.ffn_norm.norm(x))
 
     namespace["EncoderLayer"] = PreNormEncoderLayer
     result = verdict(namespace, capsys)
@@ -184,8 +184,8 @@ def test_a_forgotten_return_is_not_yet(capsys):
 
     namespace["AddNorm"] = NoReturn
     result = verdict(namespace, capsys)
-    assert not result and result.block == "encoder.layers.0.add_norm1"
-    assert "NoReturn.forward (encoder.layers.0.add_norm1) returns None" in result.message
+    assert not result and result.block == "encoder.layers.0.self_attn_norm"
+    assert "NoReturn.forward (encoder.layers.0.self_attn_norm) returns None" in result.message
 
 
 def test_a_model_that_scribbles_on_its_inputs_after_using_them_still_passes(capsys):
@@ -219,8 +219,8 @@ def test_attribute_names_that_differ_from_the_packages_are_named(capsys):
             del self.feed_forward
 
         def forward(self, x, src_mask):
-            x = self.add_norm1(x, self.self_attn(x, x, x, src_mask))
-            return self.add_norm2(x, self.ffn(x))
+            x = self.self_attn_norm(x, self.self_attn(x, x, x, src_mask))
+            return self.ffn_norm(x, self.ffn(x))
 
     namespace["EncoderLayer"] = RenamedFFN
     result = verdict(namespace, capsys)

@@ -35,7 +35,7 @@ SOURCE_TABLE = [
     ("encoder.layers.0.self_attn", "context_transpose", (32, 10, 8, 64)),
     ("encoder.layers.0.self_attn", "merged", (32, 10, 512)),
     ("encoder.layers.0.self_attn", "output", (32, 10, 512)),
-    ("encoder.layers.0.add_norm1", "add_norm", (32, 10, 512)),
+    ("encoder.layers.0.self_attn_norm", "add_norm", (32, 10, 512)),
     ("encoder.layers.0.feed_forward", "ffn_hidden", (32, 10, 2048)),
     ("encoder.layers.0.feed_forward", "ffn_out", (32, 10, 512)),
     ("decoder.layers.0.self_attn", "scores", (32, 8, 4, 4)),

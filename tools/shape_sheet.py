@@ -34,10 +34,9 @@ CHROMIUM = os.environ.get("WALKTHROUGH_CHROMIUM", "/usr/bin/chromium")
 
 # What each module path's rows are about; a layer's sublayers get their own box so the columns can break
 # between them. The order is the trace's.
-SUBLAYERS = {"self_attn": N_("self-attention"), "add_norm1": N_("self-attention"),
-             "cross_attn": N_("cross-attention"), "add_norm2": N_("cross-attention"),
-             "feed_forward": N_("feed-forward"), "add_norm3": N_("feed-forward")}
-ENCODER_SUBLAYERS = {"add_norm2": N_("feed-forward")}  # the encoder's second Add & Norm follows its FFN
+SUBLAYERS = {"self_attn": N_("self-attention"), "self_attn_norm": N_("self-attention"),
+             "cross_attn": N_("cross-attention"), "cross_attn_norm": N_("cross-attention"),
+             "feed_forward": N_("feed-forward"), "ffn_norm": N_("feed-forward")}
 STACKS = {"encoder": N_("encoder"), "decoder": N_("decoder")}
 CSS = """
 @page { size: A4 landscape; margin: 7mm; }
@@ -80,7 +79,7 @@ def _box(row: wt.Row, layers: int) -> tuple[str, str]:
         return side, row.where
     if len(parts) >= 4 and parts[1] == "layers":
         stack = parts[0]
-        kind = (ENCODER_SUBLAYERS if stack == "encoder" else {}).get(parts[3], SUBLAYERS.get(parts[3], parts[3]))
+        kind = SUBLAYERS.get(parts[3], parts[3])
         heading = _("{stack} layer: {sublayer}").format(stack=_(STACKS[stack]), sublayer=_(kind))
         return heading, f"{stack}.layers.i, i = 0 … {layers - 1}"
     if parts[0] in STACKS:

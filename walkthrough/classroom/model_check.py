@@ -328,11 +328,11 @@ def _sublayers(ref: nn.Module, masks: tuple) -> list[tuple[Callable, AddNorm]]:
     """A layer's (sublayer as a function of its input, its AddNorm) pairs in order."""
     if isinstance(ref, EncoderLayer):
         (src_mask,) = masks
-        return [(lambda h: ref.self_attn(h, h, h, src_mask), ref.add_norm1), (ref.feed_forward, ref.add_norm2)]
+        return [(lambda h: ref.self_attn(h, h, h, src_mask), ref.self_attn_norm), (ref.feed_forward, ref.ffn_norm)]
     memory, tgt_mask, src_mask = masks
-    return [(lambda h: ref.self_attn(h, h, h, tgt_mask), ref.add_norm1),
-            (lambda h: ref.cross_attn(h, memory, memory, src_mask), ref.add_norm2),
-            (ref.feed_forward, ref.add_norm3)]
+    return [(lambda h: ref.self_attn(h, h, h, tgt_mask), ref.self_attn_norm),
+            (lambda h: ref.cross_attn(h, memory, memory, src_mask), ref.cross_attn_norm),
+            (ref.feed_forward, ref.ffn_norm)]
 
 
 def _layer_slips(ref: nn.Module, x: torch.Tensor, *rest) -> dict[str, torch.Tensor]:

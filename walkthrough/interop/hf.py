@@ -87,8 +87,8 @@ def _rotary_rows(weight: torch.Tensor, heads: int) -> torch.Tensor:
 GPT2_NAMES = {
     "transformer.wte.weight": "embed.token.weight",
     "transformer.wpe.weight": "embed.position.pe",
-    "transformer.h.{i}.ln_1.weight": "decoder.layers.{i}.add_norm1.norm.weight",
-    "transformer.h.{i}.ln_1.bias": "decoder.layers.{i}.add_norm1.norm.bias",
+    "transformer.h.{i}.ln_1.weight": "decoder.layers.{i}.self_attn_norm.norm.weight",
+    "transformer.h.{i}.ln_1.bias": "decoder.layers.{i}.self_attn_norm.norm.bias",
     "transformer.h.{i}.attn.c_attn.weight": ("decoder.layers.{i}.self_attn.w_q.weight",
                                              "decoder.layers.{i}.self_attn.w_k.weight",
                                              "decoder.layers.{i}.self_attn.w_v.weight"),
@@ -97,8 +97,8 @@ GPT2_NAMES = {
                                            "decoder.layers.{i}.self_attn.w_v.bias"),
     "transformer.h.{i}.attn.c_proj.weight": "decoder.layers.{i}.self_attn.w_o.weight",
     "transformer.h.{i}.attn.c_proj.bias": "decoder.layers.{i}.self_attn.w_o.bias",
-    "transformer.h.{i}.ln_2.weight": "decoder.layers.{i}.add_norm3.norm.weight",
-    "transformer.h.{i}.ln_2.bias": "decoder.layers.{i}.add_norm3.norm.bias",
+    "transformer.h.{i}.ln_2.weight": "decoder.layers.{i}.ffn_norm.norm.weight",
+    "transformer.h.{i}.ln_2.bias": "decoder.layers.{i}.ffn_norm.norm.bias",
     "transformer.h.{i}.mlp.c_fc.weight": "decoder.layers.{i}.feed_forward.linear1.weight",
     "transformer.h.{i}.mlp.c_fc.bias": "decoder.layers.{i}.feed_forward.linear1.bias",
     "transformer.h.{i}.mlp.c_proj.weight": "decoder.layers.{i}.feed_forward.linear2.weight",
@@ -111,12 +111,12 @@ GPT2_NAMES = {
 }
 LLAMA_NAMES = {
     "model.embed_tokens.weight": "embed.token.weight",
-    "model.layers.{i}.input_layernorm.weight": "decoder.layers.{i}.add_norm1.norm.weight",
+    "model.layers.{i}.input_layernorm.weight": "decoder.layers.{i}.self_attn_norm.norm.weight",
     "model.layers.{i}.self_attn.q_proj.weight": "decoder.layers.{i}.self_attn.w_q.weight",
     "model.layers.{i}.self_attn.k_proj.weight": "decoder.layers.{i}.self_attn.w_k.weight",
     "model.layers.{i}.self_attn.v_proj.weight": "decoder.layers.{i}.self_attn.w_v.weight",
     "model.layers.{i}.self_attn.o_proj.weight": "decoder.layers.{i}.self_attn.w_o.weight",
-    "model.layers.{i}.post_attention_layernorm.weight": "decoder.layers.{i}.add_norm3.norm.weight",
+    "model.layers.{i}.post_attention_layernorm.weight": "decoder.layers.{i}.ffn_norm.norm.weight",
     "model.layers.{i}.mlp.gate_proj.weight": "decoder.layers.{i}.feed_forward.linear1.weight",
     "model.layers.{i}.mlp.up_proj.weight": "decoder.layers.{i}.feed_forward.up.weight",
     "model.layers.{i}.mlp.down_proj.weight": "decoder.layers.{i}.feed_forward.linear2.weight",
@@ -146,15 +146,15 @@ MARIAN_NAMES = {
        for side, parts in (
            ("encoder", (("self_attn.q_proj", "self_attn.w_q"), ("self_attn.k_proj", "self_attn.w_k"),
                         ("self_attn.v_proj", "self_attn.w_v"), ("self_attn.out_proj", "self_attn.w_o"),
-                        ("self_attn_layer_norm", "add_norm1.norm"), ("fc1", "feed_forward.linear1"),
-                        ("fc2", "feed_forward.linear2"), ("final_layer_norm", "add_norm2.norm"))),
+                        ("self_attn_layer_norm", "self_attn_norm.norm"), ("fc1", "feed_forward.linear1"),
+                        ("fc2", "feed_forward.linear2"), ("final_layer_norm", "ffn_norm.norm"))),
            ("decoder", (("self_attn.q_proj", "self_attn.w_q"), ("self_attn.k_proj", "self_attn.w_k"),
                         ("self_attn.v_proj", "self_attn.w_v"), ("self_attn.out_proj", "self_attn.w_o"),
-                        ("self_attn_layer_norm", "add_norm1.norm"),
+                        ("self_attn_layer_norm", "self_attn_norm.norm"),
                         ("encoder_attn.q_proj", "cross_attn.w_q"), ("encoder_attn.k_proj", "cross_attn.w_k"),
                         ("encoder_attn.v_proj", "cross_attn.w_v"), ("encoder_attn.out_proj", "cross_attn.w_o"),
-                        ("encoder_attn_layer_norm", "add_norm2.norm"), ("fc1", "feed_forward.linear1"),
-                        ("fc2", "feed_forward.linear2"), ("final_layer_norm", "add_norm3.norm"))))
+                        ("encoder_attn_layer_norm", "cross_attn_norm.norm"), ("fc1", "feed_forward.linear1"),
+                        ("fc2", "feed_forward.linear2"), ("final_layer_norm", "ffn_norm.norm"))))
        for theirs, ours in parts for what in ("weight", "bias")},
 }
 CONV1D = ("attn.c_attn.", "attn.c_proj.", "mlp.c_fc.", "mlp.c_proj.")  # GPT-2's linears store W as [in, out]

@@ -19,7 +19,6 @@ from ..i18n import _
 from ..recording import record
 from ..steps import DIMS_WITHOUT_GQA
 from .cache import KVCache
-from .config import PAPER_BLOCK, Block
 from .rope import rotate
 
 
@@ -104,13 +103,13 @@ class MultiHeadAttention(nn.Module):
     One D×D W_q split into H column blocks is the same as H separate D×d_k matrices: the split
     is a ``view``, not a new computation. ``num_kv_heads`` = H_kv < H is grouped-query attention: each
     group of H / H_kv query heads shares one K/V head (1 = multi-query attention); None means H_kv = H.
-    ``rope`` rotates Q and K by their positions (notebook 09), at ``block.rope_base``; ``block.bias``: the four
+    ``rope`` rotates Q and K by their positions (notebook 09), at ``rope_base``; ``bias``: the four
     projections have biases. ``keep_weights`` (set inside ``with keep_attention_weights(model):``, and by a
     trace) writes attention out and keeps the last weights in ``attn_weights``.
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, num_kv_heads: int | None = None,
-                 rope: bool = False, block: Block = PAPER_BLOCK):
+                 rope: bool = False, bias: bool = True, rope_base: float = 10000.0):
         super().__init__()
         check_heads(d_model, num_heads, num_kv_heads)
         self.num_heads = num_heads
@@ -119,11 +118,11 @@ class MultiHeadAttention(nn.Module):
         if rope:
             check_rope_pairs(self.d_k)
         self.rope = rope
-        self.rope_base = block.rope_base
-        self.w_q = nn.Linear(d_model, d_model, bias=block.bias)
-        self.w_k = nn.Linear(d_model, self.num_kv_heads * self.d_k, bias=block.bias)
-        self.w_v = nn.Linear(d_model, self.num_kv_heads * self.d_k, bias=block.bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=block.bias)
+        self.rope_base = rope_base
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, self.num_kv_heads * self.d_k, bias=bias)
+        self.w_v = nn.Linear(d_model, self.num_kv_heads * self.d_k, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.keep_weights = False
         self.attn_weights: torch.Tensor | None = None

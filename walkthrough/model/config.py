@@ -1,5 +1,5 @@
-"""Model sizes and options (``ModelConfig``, ``GPTConfig``, the layers' ``Block``), checked once when made, so every
-later shape error has a clear cause; ``parameter_count(cfg)``: what a config costs before anything is built."""
+"""Model sizes and options (``ModelConfig``, ``GPTConfig``, the layers' options in both), checked once when made, so
+every later shape error has a clear cause; ``parameter_count(cfg)``: what a config costs before anything is built."""
 
 from __future__ import annotations
 
@@ -22,47 +22,21 @@ NORMS = ("layer", "rms")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu")
 
 
-@dataclass(frozen=True)
-class Block:
-    """How every layer is built. The defaults are the source articles' block (post-norm LayerNorm, ReLU, biases).
-
-    ``norm``: "layer" (LayerNorm) or "rms" (RMSNorm: no mean, no shift); ``norm_eps`` inside its square root.
-    ``norm_first``: pre-norm, x + sublayer(norm(x)). ``activation``: the feed-forward's "relu", "gelu"
-    (exact), "gelu_tanh" (GPT-2's), "silu" (swish, Marian's) or "swiglu" (Llama's: SiLU(x·W_1) ⊙ x·W_up,
-    a third matrix). ``bias``: a shift in every linear (and LayerNorm). ``rope_base``: the base of the
-    rotary angles (10000 in RoFormer, 500000 in Llama 3), used where attention rotates.
-    """
-
-    norm: str = "layer"
-    norm_eps: float = 1e-5
-    norm_first: bool = False
-    activation: str = "relu"
-    bias: bool = True
-    rope_base: float = 10000.0
-
-    def __post_init__(self) -> None:
-        check_choice("norm", self.norm, NORMS)
-        check_positive_number("norm_eps", self.norm_eps, "1e-5")
-        check_bool("norm_first", self.norm_first)
-        check_choice("activation", self.activation, ACTIVATIONS)
-        check_bool("bias", self.bias)
-        check_positive_number("rope_base", self.rope_base, "10000")
-
-
-PAPER_BLOCK = Block()  # the source articles' block: every layer's default
-
-
 def _check_model_options(cfg: ModelConfig | GPTConfig, vocab_size: int) -> None:
-    """What both configs share: dropout, pad_id (None: no padding), positions, tying, the final norm, the block."""
+    """What both configs share: dropout, pad_id (None: no padding), positions, tying, the final norm, the layers'
+    options."""
     check_dropout(cfg.dropout)
     if cfg.pad_id is not None:
         check_token_id("pad_id", cfg.pad_id, vocab_size)
     check_choice("positions", cfg.positions, POSITIONS)
     if cfg.positions == "rope":
         check_rope_pairs(cfg.d_k)
-    for name in ("share_embeddings", "final_norm", "scale_embeddings"):
+    for name in ("share_embeddings", "final_norm", "scale_embeddings", "norm_first", "bias"):
         check_bool(name, getattr(cfg, name))
-    cfg.block  # noqa: B018 (builds the Block, which checks its own options)
+    check_choice("norm", cfg.norm, NORMS)
+    check_positive_number("norm_eps", cfg.norm_eps, "1e-5")
+    check_choice("activation", cfg.activation, ACTIVATIONS)
+    check_positive_number("rope_base", cfg.rope_base, "10000")
 
 
 OPTION = "option"  # a field's metadata key: an option added after the sizes (its default stays out of the repr)
@@ -70,7 +44,15 @@ OPTION = "option"  # a field's metadata key: an option added after the sizes (it
 
 @dataclass(frozen=True, kw_only=True)
 class _Options:
-    """The options both configs share (keyword-only: after each config's own fields), gathered for the layers."""
+    """The options both configs share (keyword-only: after each config's own fields), and the one home of the
+    layers' options: every layer is built from its config. The defaults are the source articles' block.
+
+    ``norm``: "layer" (LayerNorm) or "rms" (RMSNorm: no mean, no shift); ``norm_eps`` inside its square root.
+    ``activation``: the feed-forward's "relu", "gelu" (exact), "gelu_tanh" (GPT-2's), "silu" (swish, Marian's)
+    or "swiglu" (Llama's: SiLU(x·W_1) ⊙ x·W_up, a third matrix). ``bias``: a shift in every linear (and
+    LayerNorm). ``rope_base``: the base of the rotary angles (10000 in RoFormer, 500000 in Llama 3).
+    ``norm_first`` (each config's own default): pre-norm, x + sublayer(norm(x)).
+    """
 
     scale_embeddings: bool = True
     final_norm: bool = True
@@ -93,9 +75,9 @@ class _Options:
         return self.d_model // self.num_heads
 
     @property
-    def block(self) -> Block:
-        """This config's layer options."""
-        return Block(self.norm, self.norm_eps, self.norm_first, self.activation, self.bias, self.rope_base)
+    def kv_heads(self) -> int:
+        """K/V heads of self-attention: one per query head unless a GPT groups them."""
+        return self.num_heads
 
 
 @dataclass(frozen=True, repr=False)
@@ -108,7 +90,7 @@ class ModelConfig(_Options):
     ``positions``: "sinusoidal" (the paper's table, sines and cosines interleaved), "sinusoidal_halves"
     (the same numbers, sines in the first half of the features: Marian's), "learned" (a [max_len, D]
     parameter) or "rope" (self-attention rotates Q and K by ``rope_base``). ``scale_embeddings``: the
-    token vectors times sqrt(D). ``final_norm``: a norm after each stack. The rest is ``Block``'s.
+    token vectors times sqrt(D). ``final_norm``: a norm after each stack. The layers' options: ``_Options``.
     """
 
     src_vocab_size: int = 30000

@@ -51,10 +51,8 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.embed = Embedding(cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.dropout, cfg.positions,
                                cfg.scale_embeddings)
-        self.decoder = Decoder([DecoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout, cross_attention=False,
-                                             num_kv_heads=cfg.num_kv_heads, rope=cfg.positions == "rope",
-                                             block=cfg.block)
-                                for _ in range(cfg.num_layers)], final_norm(cfg))
+        self.decoder = Decoder([DecoderLayer(cfg, cross_attention=False) for _ in range(cfg.num_layers)],
+                               final_norm(cfg))
         self.output_head = OutputHead(cfg.d_model, cfg.vocab_size, cfg.bias)
         if cfg.share_embeddings:  # GPT-2's tied embeddings: one [V, D] matrix reads ids in and scores them out
             self.output_head.proj.weight = self.embed.token.weight

@@ -1,5 +1,5 @@
 """The two sublayers besides attention (feed-forward, Add & Norm), the layers built from them, the decoder stack
-and the output head (shared by the encoder-decoder and the GPT). ``Block`` (config.py) says how each is built."""
+and the output head (shared by the encoder-decoder and the GPT). Each layer is built from its model's config."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from torch import nn
 from ..recording import record
 from .attention import MultiHeadAttention
 from .cache import DecoderLayerCache, DecodingCache
-from .config import PAPER_BLOCK, Block
+from .config import GPTConfig, ModelConfig
 
 ACTIVATION_FUNCTIONS = {"relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
                         "silu": F.silu, "swiglu": F.silu}
@@ -43,11 +43,11 @@ class FeedForward(nn.Module):
         return out
 
 
-def make_norm(d_model: int, block: Block) -> nn.Module:
+def make_norm(cfg: ModelConfig | GPTConfig) -> nn.Module:
     """LayerNorm (mean 0, variance 1, learned scale and shift) or RMSNorm (divide by the root mean square, scale)."""
-    if block.norm == "rms":
-        return nn.RMSNorm(d_model, eps=block.norm_eps)
-    return nn.LayerNorm(d_model, eps=block.norm_eps, bias=block.bias)
+    if cfg.norm == "rms":
+        return nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
+    return nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
 
 
 def norm_step(step_id: str, norm: nn.Module | None) -> str:
@@ -60,20 +60,20 @@ def norm_step(step_id: str, norm: nn.Module | None) -> str:
 def final_norm(cfg) -> nn.Module | None:
     """The norm after a stack of ``cfg`` (a ModelConfig or GPTConfig), of the layers' kind; None without
     ``cfg.final_norm``."""
-    return make_norm(cfg.d_model, cfg.block) if cfg.final_norm else None
+    return make_norm(cfg) if cfg.final_norm else None
 
 
 class AddNorm(nn.Module):
     """Post-norm residual: LayerNorm(x + dropout(sublayer output)).
 
     LayerNorm normalises each token's D features to mean 0, variance 1, then applies a learned
-    scale and shift (two vectors of D). ``block.norm="rms"`` makes it an RMSNorm.
+    scale and shift (two vectors of D). ``cfg.norm="rms"`` makes it an RMSNorm.
     """
 
-    def __init__(self, d_model: int, dropout: float, block: Block = PAPER_BLOCK):
+    def __init__(self, cfg: ModelConfig | GPTConfig):
         super().__init__()
-        self.norm = make_norm(d_model, block)
-        self.dropout = nn.Dropout(dropout)
+        self.norm = make_norm(cfg)
+        self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
         out = self.norm(x + self.dropout(sublayer_out))  # [B, L, D]
@@ -95,45 +95,53 @@ class ResidualLayer(nn.Module):
         return out
 
 
-class EncoderLayer(ResidualLayer):
-    """Self-attention over the source, then the FFN, each with its Add & Norm. ``rope``: self-attention rotates."""
+def self_attention(cfg: ModelConfig | GPTConfig) -> MultiHeadAttention:
+    """A layer's self-attention: ``cfg.kv_heads`` K/V heads, rotating Q and K when ``cfg.positions`` is "rope"."""
+    return MultiHeadAttention(cfg.d_model, cfg.num_heads, cfg.dropout, cfg.kv_heads, cfg.positions == "rope",
+                              cfg.bias, cfg.rope_base)
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float, block: Block = PAPER_BLOCK,
-                 rope: bool = False):
+
+def feed_forward(cfg: ModelConfig | GPTConfig) -> FeedForward:
+    return FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation, cfg.bias)
+
+
+class EncoderLayer(ResidualLayer):
+    """Self-attention over the source, then the FFN, each with its Add & Norm, named by the sublayer it norms."""
+
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.norm_first = block.norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, rope=rope, block=block)
-        self.add_norm1 = AddNorm(d_model, dropout, block)
-        self.feed_forward = FeedForward(d_model, d_ff, dropout, block.activation, block.bias)
-        self.add_norm2 = AddNorm(d_model, dropout, block)
+        self.norm_first = cfg.norm_first
+        self.self_attn = self_attention(cfg)
+        self.self_attn_norm = AddNorm(cfg)
+        self.feed_forward = feed_forward(cfg)
+        self.ffn_norm = AddNorm(cfg)
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None, checked: bool = False) -> torch.Tensor:
         """x [B, L_src, D], src_mask [B, 1, 1, L_src] -> [B, L_src, D]. ``checked``: as attention's."""
-        x = self.residual(x, self.add_norm1, lambda h: self.self_attn(h, h, h, src_mask, checked=checked))
-        return self.residual(x, self.add_norm2, self.feed_forward)
+        x = self.residual(x, self.self_attn_norm, lambda h: self.self_attn(h, h, h, src_mask, checked=checked))
+        return self.residual(x, self.ffn_norm, self.feed_forward)
 
 
 class DecoderLayer(ResidualLayer):
     """Masked self-attention, cross-attention to the encoder's memory, then the FFN.
 
     Without cross-attention (``cross_attention=False``) it is a GPT block: masked self-attention and
-    the FFN. ``block.norm_first`` puts each norm before its sublayer (pre-norm, as current GPTs) instead
-    of after the residual sum (post-norm, the paper). ``num_kv_heads`` and ``rope`` go to self-attention.
+    the FFN. ``cfg.norm_first`` puts each norm before its sublayer (pre-norm, as current GPTs) instead
+    of after the residual sum (post-norm, the paper). Cross-attention never rotates and has all H K/V heads.
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float, *, cross_attention: bool = True,
-                 num_kv_heads: int | None = None, rope: bool = False, block: Block = PAPER_BLOCK):
+    def __init__(self, cfg: ModelConfig | GPTConfig, cross_attention: bool = True):
         super().__init__()
-        self.norm_first = block.norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, num_kv_heads, rope, block)
-        self.add_norm1 = AddNorm(d_model, dropout, block)
+        self.norm_first = cfg.norm_first
+        self.self_attn = self_attention(cfg)
+        self.self_attn_norm = AddNorm(cfg)
         if cross_attention:
-            self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout, block=block)
-            self.add_norm2 = AddNorm(d_model, dropout, block)
+            self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.num_heads, cfg.dropout, bias=cfg.bias)
+            self.cross_attn_norm = AddNorm(cfg)
         else:
-            self.cross_attn = self.add_norm2 = None
-        self.feed_forward = FeedForward(d_model, d_ff, dropout, block.activation, block.bias)
-        self.add_norm3 = AddNorm(d_model, dropout, block)
+            self.cross_attn = self.cross_attn_norm = None
+        self.feed_forward = feed_forward(cfg)
+        self.ffn_norm = AddNorm(cfg)
 
     def forward(self, y: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor,
                 src_mask: torch.Tensor | None = None, cache: DecoderLayerCache | None = None,
@@ -143,13 +151,13 @@ class DecoderLayer(ResidualLayer):
         ``positions`` [B, L_tgt]: each row's own positions, for rotary self-attention (left-padded prompts).
         ``checked``: as attention's (the model has checked every input; alone, each attention checks its own)."""
         self_cache, cross_cache = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
-        y = self.residual(y, self.add_norm1,
+        y = self.residual(y, self.self_attn_norm,
                           lambda x: self.self_attn(x, x, x, tgt_mask, self_cache, positions, checked=checked))
         if self.cross_attn is not None:
             # Q from y, K and V from the memory
-            y = self.residual(y, self.add_norm2,
+            y = self.residual(y, self.cross_attn_norm,
                               lambda x: self.cross_attn(x, memory, memory, src_mask, cross_cache, checked=checked))
-        return self.residual(y, self.add_norm3, self.feed_forward)
+        return self.residual(y, self.ffn_norm, self.feed_forward)
 
 
 class Decoder(nn.Module):

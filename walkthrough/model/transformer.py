@@ -22,8 +22,7 @@ class Encoder(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout, cfg.block,
-                                                 rope=cfg.positions == "rope") for _ in range(cfg.num_layers))
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_layers))
         self.norm = final_norm(cfg)
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None, checked: bool = False) -> torch.Tensor:
@@ -73,9 +72,7 @@ class Transformer(nn.Module):
             Embedding(vocab, cfg.d_model, cfg.max_len, cfg.dropout, cfg.positions, cfg.scale_embeddings)
             for vocab in (cfg.src_vocab_size, cfg.tgt_vocab_size))
         self.encoder = Encoder(cfg)
-        self.decoder = Decoder([DecoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout,
-                                             rope=cfg.positions == "rope", block=cfg.block)
-                                for _ in range(cfg.num_layers)], final_norm(cfg))
+        self.decoder = Decoder([DecoderLayer(cfg) for _ in range(cfg.num_layers)], final_norm(cfg))
         self.output_head = OutputHead(cfg.d_model, cfg.tgt_vocab_size, cfg.bias)
         if cfg.share_embeddings:  # paper §3.4: one [V, D] matrix, three uses
             self.tgt_embed.token.weight = self.src_embed.token.weight

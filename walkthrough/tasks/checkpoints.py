@@ -16,6 +16,7 @@ import errno
 import hashlib
 import os
 import pickle
+import re
 import secrets
 import zipfile
 from pathlib import Path
@@ -37,18 +38,25 @@ KINDS = {
                                    ("tokenizer",)),
 }
 COMMON_KEYS = ("settings", "step", "losses", "lrs", "schedule", "model", "sha256")
-# Weights renamed since a checkpoint of the same format was written: old prefix -> today's. The one place an
-# old name is still understood; a file is read with today's names, the digest checked on the names it holds.
-# The output head was called the generator (the Annotated Transformer's name).
-RENAMED_WEIGHTS = {"generator.": "output_head."}
+# Weights renamed since a checkpoint of the same format was written: old name (a pattern) -> today's. The one
+# place an old name is still understood; a file is read with today's names, the digest checked on the names it
+# holds. The output head was called the generator (the Annotated Transformer's name); each Add & Norm was numbered
+# (add_norm1..3) before it was named by the sublayer it norms (an encoder's second norms the feed-forward).
+RENAMED_WEIGHTS = {
+    r"^generator\.": "output_head.",
+    r"^(encoder\.layers\.\d+)\.add_norm1\.": r"\1.self_attn_norm.",
+    r"^(encoder\.layers\.\d+)\.add_norm2\.": r"\1.ffn_norm.",
+    r"^(decoder\.layers\.\d+)\.add_norm1\.": r"\1.self_attn_norm.",
+    r"^(decoder\.layers\.\d+)\.add_norm2\.": r"\1.cross_attn_norm.",
+    r"^(decoder\.layers\.\d+)\.add_norm3\.": r"\1.ffn_norm.",
+}
 
 
 def current_names(weights: dict) -> dict:
     """A state dict with every renamed weight (``RENAMED_WEIGHTS``) under today's name, in the same order."""
     def today(name: str) -> str:
         for old, new in RENAMED_WEIGHTS.items():
-            if name.startswith(old):
-                return new + name[len(old):]
+            name = re.sub(old, new, name)
         return name
 
     return {today(name): tensor for name, tensor in weights.items()}

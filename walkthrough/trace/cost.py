@@ -37,7 +37,7 @@ def _parts(layer: EncoderLayer, x: torch.Tensor):
     v = attn.split_heads(attn.w_v(x), "v")
     scores = q @ k.transpose(-2, -1)  # [B, H, L, L]
     weights = scores.softmax(-1)  # [B, H, L, L]
-    norms = (layer.add_norm1, layer.add_norm2)
+    norms = (layer.self_attn_norm, layer.ffn_norm)
     return [
         (N_("Q, K, V, O projections"), (attn.w_q, attn.w_k, attn.w_v, attn.w_o),
          lambda: [lin(x) for lin in (attn.w_q, attn.w_k, attn.w_v, attn.w_o)]),
@@ -59,7 +59,7 @@ def encoder_layer_costs(cfg: ModelConfig, batch: int, src_len: int, timed: bool 
     """
     device = "cpu" if timed else "meta"
     with torch.device(device), torch.inference_mode():
-        layer = EncoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, 0.0, cfg.block).eval()
+        layer = EncoderLayer(cfg).eval()
         x = torch.randn(batch, src_len, cfg.d_model)
         out = []
         for name, modules, run in _parts(layer, x):
@@ -113,7 +113,7 @@ class GQACosts:
 def gqa_costs(cfg: GPTConfig, batch: int = 32, length: int = 14) -> GQACosts:
     """K's shape and the attention's parameter count from the real module on the meta device; the cache per token."""
     with torch.device("meta"):
-        attention = MultiHeadAttention(cfg.d_model, cfg.num_heads, num_kv_heads=cfg.num_kv_heads, block=cfg.block)
+        attention = MultiHeadAttention(cfg.d_model, cfg.num_heads, num_kv_heads=cfg.num_kv_heads, bias=cfg.bias)
         x = torch.empty(batch, length, cfg.d_model)  # [B, L, D]
         k = attention.split_heads(attention.w_k(x), "k")  # [B, H_kv, L, d_k]
     parameters = sum(p.numel() for p in attention.parameters())
