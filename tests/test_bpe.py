@@ -20,7 +20,7 @@ def corpus() -> tuple[str, ...]:
 
 @cache
 def trained() -> wt.BPETokenizer:
-    return wt.BPETokenizer().train(corpus(), VOCAB_SIZE)
+    return wt.BPETokenizer().train_fast(corpus(), VOCAB_SIZE)
 
 
 def test_the_slice_is_at_most_50k_characters_of_both_languages():
@@ -28,6 +28,12 @@ def test_the_slice_is_at_most_50k_characters_of_both_languages():
     assert 45_000 < sum(map(len, texts)) <= 50_000
     chinese, english = texts[::2], texts[1::2]
     assert all(not text.isascii() for text in chinese) and sum(text.isascii() for text in english) > 0.9 * len(english)
+
+
+def test_the_plain_loop_and_the_fast_path_learn_the_same_merges_on_the_corpus():
+    """``train`` (the algorithm as notebook 16 teaches it) and ``train_fast`` (the heap): the first 141 merges."""
+    plain = wt.BPETokenizer().train(corpus(), 400)
+    assert list(plain.merges.items()) == list(trained().smaller(400).merges.items()) and len(plain) == 400
 
 
 def test_same_merges_in_the_same_order_as_the_library():
@@ -45,15 +51,16 @@ def test_same_merges_in_the_same_order_as_the_library():
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.text(alphabet="ab c早好", max_size=12), min_size=1, max_size=8), st.integers(BASE_SIZE, 290))
 def test_same_merges_as_the_library_on_random_texts(texts, vocab_size):
-    """Small alphabets make many ties between equally frequent pairs: both break them the same way."""
-    mine = wt.BPETokenizer().train(texts, vocab_size)
-    theirs = from_library(library_bpe(texts, vocab_size))
-    assert list(mine.merges.items()) == list(theirs.merges.items())
+    """Small alphabets make many ties between equally frequent pairs: all three break them the same way."""
+    theirs = list(from_library(library_bpe(texts, vocab_size)).merges.items())
+    assert list(wt.BPETokenizer().train(texts, vocab_size).merges.items()) == theirs
+    assert list(wt.BPETokenizer().train_fast(texts, vocab_size).merges.items()) == theirs
 
 
-def test_ties_go_to_the_smaller_pair_of_ids():
+@pytest.mark.parametrize("train", ["train", "train_fast"])
+def test_ties_go_to_the_smaller_pair_of_ids(train):
     # "ab" and "cd" both occur twice: (a, b) has the smaller ids, so it is merged first
-    tokenizer = wt.BPETokenizer().train(["cd", "ab", "cd", "ab"], BASE_SIZE + 2)
+    tokenizer = getattr(wt.BPETokenizer(), train)(["cd", "ab", "cd", "ab"], BASE_SIZE + 2)
     a, b, c, d = (3 + ord(letter) for letter in "abcd")
     assert list(tokenizer.merges) == [(a, b), (c, d)]
 
@@ -135,14 +142,15 @@ def test_steps_end_at_encode():
 
 def test_a_smaller_vocabulary_is_the_first_merges_of_a_larger_one():
     texts = corpus()[:1000]
-    large = wt.BPETokenizer().train(texts, 700)
-    small = wt.BPETokenizer().train(texts, 400)
+    large = wt.BPETokenizer().train_fast(texts, 700)
+    small = wt.BPETokenizer().train_fast(texts, 400)
     assert large.smaller(400).merges == small.merges and large.smaller(400).vocab == small.vocab
     assert large.smaller(400).encode("good morning 早上好") == small.encode("good morning 早上好")
 
 
-def test_training_stops_when_no_pair_is_left():
-    tokenizer = wt.BPETokenizer().train(["abab"], 1000)
+@pytest.mark.parametrize("train", ["train", "train_fast"])
+def test_training_stops_when_no_pair_is_left(train):
+    tokenizer = getattr(wt.BPETokenizer(), train)(["abab"], 1000)
     assert [tokenizer.vocab[i] for i in tokenizer.merges.values()] == [b"ab", b"abab"]
     assert len(tokenizer) == BASE_SIZE + 2
 

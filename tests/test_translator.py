@@ -268,9 +268,9 @@ def test_token_bytes_read_the_librarys_byte_symbols_back(shipped):
 
     text = "饕餮 say 早上好！ ÿ\n"
     symbols = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False).pre_tokenize_str(text)[0][0]
-    assert bytes(translator.BYTE_OF[symbol] for symbol in symbols) == text.encode()
+    assert bytes(wt.bpe.BYTE_OF[symbol] for symbol in symbols) == text.encode()
     assert b"".join(shipped.token_bytes(text)) == text.encode()
-    assert len(translator.BYTE_OF) == 256
+    assert len(wt.bpe.BYTE_OF) == 256
 
 
 def test_word_for_word_is_the_dictionarys_first_gloss_longest_match_first():

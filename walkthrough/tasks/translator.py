@@ -31,6 +31,7 @@ from ..model.decoding import beam_search, greedy_decode
 from ..model.loss import sequence_loss
 from ..model.memory_guard import check_fits_in_memory
 from ..model.transformer import Transformer
+from ..text.bpe import BYTE_OF, gpt2_bpe
 from ..text.corpus import cedict_dictionary
 from ..text.sentences import LICENCE_NOTE, sentence_pairs
 from .checkpoints import (
@@ -58,32 +59,14 @@ SPECIAL_TOKENS = [PAD, SOS, EOS, UNK]  # ids 0..3, as every Vocab of the package
 MIN_VOCAB_SIZE = 256 + len(SPECIAL_TOKENS)  # every byte, then the special tokens: no merge yet
 MAX_TOKENS = 64  # a sentence's tokens fed to the model (the longest Chinese kept, 32 characters, is at most 48)
 SHIPPED_CHECKPOINT = "tatoeba.pt"  # in checkpoints/, made by scripts/make_checkpoints.py
-# GPT-2's byte-to-character table, as the library's ByteLevel writes a token: a printable byte stands for itself,
-# the others for U+0100 onwards in byte order. Read backwards: the bytes a token holds.
-_PRINTABLE = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-BYTE_OF = {chr(b): b for b in _PRINTABLE} | {
-    chr(0x100 + n): b for n, b in enumerate(b for b in range(256) if b not in _PRINTABLE)}
 SORTED_RUN = 50  # batches sorted by length together: long enough to pad little, short enough to stay random
 MAX_NEW_TOKENS = 48  # the longest English the model writes, in tokens (the longest train sentence: 40)
 
 
 def train_tokenizer(texts: list[str], vocab_size: int):
-    """A byte-level BPE tokenizer (Hugging Face ``tokenizers``) trained on ``texts``: any string round-trips.
-
-    The settings that make ``decode(encode(s)) == s`` for every string: no prefix space, every one of the 256
-    byte symbols in the base alphabet (so a character never seen is its UTF-8 bytes), and the ByteLevel decoder.
-    GPT-2's split first cuts a sentence into words, spaces and punctuation, so a merge never joins two words
-    (a run of Chinese characters is one such word).
-    """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(texts, trainer)
-    return tokenizer
+    """The translator's byte-level BPE (GPT-2's rules, ``gpt2_bpe``) trained on ``texts``, with the package's four
+    special tokens first: any string round-trips."""
+    return gpt2_bpe(texts, vocab_size, SPECIAL_TOKENS)
 
 
 @dataclass(frozen=True)
