@@ -105,9 +105,11 @@ def test_saving_with_the_other_kinds_function_names_the_right_one(tmp_path):
 
 
 def test_a_trainer_refuses_the_language_models_settings():
-    with pytest.raises(TypeError, match=r"settings must be a walkthrough\.TrainSettings, got GPTSettings; "
-                                        r"GPTSettings go to GPTTrainer"):
-        wt.Trainer(wt.GPTSettings(num_kv_heads=1))
+    for other in (wt.GPTSettings(num_kv_heads=1), wt.TranslatorSettings()):
+        name = type(other).__name__
+        with pytest.raises(TypeError, match=rf"settings must be a walkthrough\.TrainSettings, got {name}; "
+                                            r"each task's settings go to its own trainer \(GPTSettings to GPTTrainer"):
+            wt.Trainer(other)
     with pytest.raises(TypeError, match=r"settings must be a walkthrough\.GPTSettings, got TrainSettings"):
         wt.GPTTrainer(wt.TrainSettings())
 

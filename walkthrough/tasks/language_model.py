@@ -30,7 +30,7 @@ from .checkpoints import (
     write_checkpoint,
 )
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
-from .numerals import TrainSettings, held_out_pairs, validate_texts
+from .numerals import TrainSettings, exact_match, held_out_pairs, validate_texts
 from .training import TrainingLoop, torch_threads, validate_threads
 
 SEPARATOR = "<sep>"
@@ -140,11 +140,8 @@ class GPTTrainer(TrainingLoop):
             return complete(self.model, texts, self.vocab)
 
     def accuracy(self, pairs: list[tuple[str, str]]) -> float:
-        """Share of pairs whose continuation equals the English words exactly."""
-        if not pairs:
-            raise ValueError(_("pairs is empty: give at least one (Chinese, English) pair to score"))
-        guesses = self.complete([zh for zh, _ in pairs])
-        return sum(g == en for g, (_, en) in zip(guesses, pairs)) / len(pairs)
+        """Share of pairs whose continuation equals the English words exactly (``exact_match``)."""
+        return exact_match(self.complete, pairs)
 
 
 def complete(model: GPT, texts: list[str], vocab: Vocab) -> list[str]:

@@ -7,6 +7,7 @@ training.py, the checkpoint file format in checkpoints.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -40,14 +41,15 @@ from .training import (
     warmup_lr,
 )
 
-MAX_BATCH_SIZE = 4096  # each step draws this many numbers and runs them at once: beyond it a step takes minutes
+MAX_BATCH_SIZE = 4096  # each step trains on this many examples at once: beyond it a step takes minutes
 MAX_HELD_OUT = 10_000  # scoring decodes every held-out number; 500 is the notebooks'
 MAX_SEED = 2**63 - 1  # torch.manual_seed takes up to 2**64 - 1; half leaves room for each rank's seed + rank
 
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """The numeral task's defaults: a small model that learns in well under a minute on 2 CPU cores.
+    """The numeral task's defaults: a small model that learns in well under a minute on 2 CPU cores. Every task's
+    settings are these (GPTSettings and TranslatorSettings add fields and change defaults), checked here once.
 
     ``warmup`` left out (None) is 15% of ``steps``: 150 of the default 1000, 1 of ``steps=5``.
     Checked when made, so a bad value fails here, before any training.
@@ -69,7 +71,7 @@ class TrainSettings:
             check_positive_int(name, getattr(self, name))
         if self.batch_size > MAX_BATCH_SIZE:
             raise ValueError(_("batch_size must be at most {MAX_BATCH_SIZE:,}, got {batch_size:,}: each step "
-                             "draws that many numbers and trains on them at once (the default is 64)").format(
+                             "trains on that many examples at once (the default is 64)").format(
                                  MAX_BATCH_SIZE=MAX_BATCH_SIZE, batch_size=self.batch_size))
         if self.warmup is None:
             object.__setattr__(self, "warmup", default_warmup(self.steps))  # frozen: set once, here
@@ -106,7 +108,8 @@ class Trainer(TrainingLoop):
     def __init__(self, settings: TrainSettings = TrainSettings(), pairs: list[tuple[str, str]] | None = None,
                  dropout: float = 0.0):
         if type(settings) is not TrainSettings:  # a subclass (GPTSettings) describes another model
-            hint = "; GPTSettings go to GPTTrainer (notebook 09)" if isinstance(settings, TrainSettings) else ""
+            hint = (_("; each task's settings go to its own trainer (GPTSettings to GPTTrainer, TranslatorSettings to "
+                      "TranslatorTrainer)") if isinstance(settings, TrainSettings) else "")
             raise TypeError(_("settings must be a walkthrough.TrainSettings, got {type}{hint}").format(
                 type=type(settings).__name__, hint=hint))
         check_dropout(dropout)
@@ -151,8 +154,8 @@ class Trainer(TrainingLoop):
             return translate(self.model, texts, self.src_vocab, self.tgt_vocab)
 
     def accuracy(self, pairs: list[tuple[str, str]]) -> float:
-        with torch_threads(self.threads):
-            return exact_match(self.model, pairs, self.src_vocab, self.tgt_vocab)
+        """Share of pairs translated exactly (``exact_match``)."""
+        return exact_match(self.translate, pairs)
 
 
 def validate_texts(texts, example: str = "三百", kind: str = N_("string")) -> None:
@@ -195,11 +198,12 @@ def translate(model: Transformer, texts: list[str], src_vocab: Vocab, tgt_vocab:
     return [" ".join(tgt_vocab.decode(row)) for row in out]
 
 
-def exact_match(model: Transformer, pairs: list[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab) -> float:
-    """Share of pairs whose greedy translation equals the reference word for word."""
+def exact_match(answer: Callable[[list[str]], list[str]], pairs: list[tuple[str, str]]) -> float:
+    """Share of (Chinese, English) pairs whose ``answer`` (a trainer's translate or complete) equals the English
+    word for word: every numeral task's accuracy."""
     if not pairs:
         raise ValueError(_("pairs is empty: give at least one (Chinese, English) pair to score"))
-    guesses = translate(model, [zh for zh, _ in pairs], src_vocab, tgt_vocab)
+    guesses = answer([zh for zh, _ in pairs])
     return sum(g == en for g, (_, en) in zip(guesses, pairs)) / len(pairs)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from ..checks import check_dropout, check_positive_int, check_smoothing
+from ..checks import check_dropout, check_positive_int
 from ..i18n import N_, _
 from ..model.attention import keep_attention_weights
 from ..model.config import ModelConfig
@@ -44,15 +44,12 @@ from .checkpoints import (
     write_checkpoint,
 )
 from .data import EOS, PAD, SOS, UNK, Vocab, pad_batch
-from .numerals import validate_texts
+from .numerals import TrainSettings, validate_texts
 from .training import (
     Batch,
     TrainingLoop,
-    default_warmup,
     teacher_forcing,
     torch_threads,
-    validate_learning_rate,
-    validate_warmup,
 )
 
 SPECIAL_TOKENS = [PAD, SOS, EOS, UNK]  # ids 0..3, as every Vocab of the package: pad_id is 0 everywhere
@@ -70,38 +67,26 @@ def train_tokenizer(texts: list[str], vocab_size: int):
 
 
 @dataclass(frozen=True)
-class TranslatorSettings:
-    """The shipped translator's sizes and schedule (scripts/make_checkpoints.py trains it on one CPU thread)."""
+class TranslatorSettings(TrainSettings):
+    """The shipped translator's sizes and schedule (scripts/make_checkpoints.py trains it on one CPU thread):
+    ``TrainSettings`` (checked as every task's) with other defaults, plus the shared vocabulary's size and dropout."""
 
-    vocab_size: int = 8000
     d_model: int = 256
-    num_heads: int = 4
     d_ff: int = 1024
-    num_layers: int = 2
-    dropout: float = 0.1
     batch_size: int = 128
     steps: int = 2600
-    warmup: int | None = None
     peak_lr: float = 1e-3
-    smoothing: float = 0.1
-    seed: int = 0
+    vocab_size: int = 8000
+    dropout: float = 0.1
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "d_model", "num_heads", "d_ff", "num_layers", "batch_size", "steps"):
-            check_positive_int(name, getattr(self, name))
+        super().__post_init__()
+        check_positive_int("vocab_size", self.vocab_size)
         if self.vocab_size < MIN_VOCAB_SIZE:
             raise ValueError(_("vocab_size={vocab_size} is below the {minimum} ids every vocabulary starts with "
                                "(256 bytes and 4 special tokens): use vocab_size >= {minimum}").format(
                                    vocab_size=self.vocab_size, minimum=MIN_VOCAB_SIZE))
-        if self.warmup is None:
-            object.__setattr__(self, "warmup", default_warmup(self.steps))  # frozen: set once, here
-        validate_warmup(self.warmup, self.steps)
-        validate_learning_rate("peak_lr", self.peak_lr)
-        check_smoothing(self.smoothing)
         check_dropout(self.dropout)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(_("seed must be a whole number >= 0 (it fixes the data and the initial weights), "
-                             "got {seed!r}").format(seed=self.seed))
 
     def model_config(self, vocab_size: int) -> ModelConfig:
         return ModelConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=self.d_model,
