@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
     print(f"load average (1 min): {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    shipped = wt.load_translator()
+    shipped = wt.load_checkpoint(wt.shipped_file("checkpoints", "tatoeba.pt"))
     settings = wt.TranslatorSettings(steps=args.rounds + 1)
     ours = translator.TranslatorTrainer(settings, shipped.tokenizer)
     torch.manual_seed(settings.seed)

@@ -43,12 +43,11 @@ HELD_OUT = 500
 
 @dataclass(frozen=True)
 class Shipped:
-    """One shipped checkpoint: how to make its trainer, save it and load it back."""
+    """One shipped checkpoint: how to make its trainer (saved and loaded back by wt.save_checkpoint and
+    wt.load_checkpoint, as every task's)."""
 
     name: str
     make_trainer: Callable[[], wt.Trainer | wt.GPTTrainer]
-    save: Callable
-    load: Callable
     check_step: int  # the test re-trains this many steps (seconds), not the whole run
     describe: Callable[[object, float], dict]  # what the manifest says of the trained model (and its seconds)
 
@@ -116,12 +115,10 @@ def tatoeba_description(trainer: translator.TranslatorTrainer, seconds: float) -
 
 
 SHIPPED = {shipped.name: shipped for shipped in (
-    Shipped("numerals", numeral_trainer, wt.save_checkpoint, wt.load_checkpoint, check_step=100,
+    Shipped("numerals", numeral_trainer, check_step=100, describe=held_out_accuracy),
+    Shipped("gpt_numerals", lambda: wt.GPTTrainer(wt.GPTSettings(), threads=THREADS), check_step=40,
             describe=held_out_accuracy),
-    Shipped("gpt_numerals", lambda: wt.GPTTrainer(wt.GPTSettings(), threads=THREADS), wt.save_gpt_checkpoint,
-            wt.load_gpt_checkpoint, check_step=40, describe=held_out_accuracy),
-    Shipped("tatoeba", tatoeba_trainer, translator.save_translator, translator.load_translator, check_step=10,
-            describe=tatoeba_description),
+    Shipped("tatoeba", tatoeba_trainer, check_step=10, describe=tatoeba_description),
 )}
 
 
@@ -165,13 +162,13 @@ def make(shipped: Shipped) -> None:
     def on_step(trainer) -> None:
         progress_line(trainer)
         if trainer.step % 250 == 0:
-            shipped.save(trainer, partial, optimizer=False)
+            wt.save_checkpoint(trainer, partial, optimizer=False)
 
     start = time.perf_counter()
     trainer, fingerprints = train(shipped, on_step=on_step)
     seconds = time.perf_counter() - start
     shipped.checkpoint.parent.mkdir(exist_ok=True)
-    shipped.save(trainer, shipped.checkpoint, optimizer=False)
+    wt.save_checkpoint(trainer, shipped.checkpoint, optimizer=False)
     manifest = {"settings": asdict(trainer.settings), "threads": THREADS, "torch": torch.__version__,
                 "steps": trainer.step, "training_seconds": round(seconds, 1), "cores": usable_cores(),
                 "check_step": shipped.check_step, "fingerprints": {str(k): v for k, v in fingerprints.items()},
@@ -184,7 +181,7 @@ def make(shipped: Shipped) -> None:
 
 def check(shipped: Shipped) -> bool:
     """Re-train the first ``check_step`` steps; compare losses and weights with the shipped files, bit for bit."""
-    loaded = shipped.load(shipped.checkpoint)
+    loaded = wt.load_checkpoint(shipped.checkpoint)
     manifest = shipped.manifest()
     trainer, fingerprints = train(shipped, manifest["check_step"])
     same_losses = trainer.losses == loaded.losses[:trainer.step]

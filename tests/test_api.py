@@ -103,10 +103,10 @@ def test_the_package_docstring_lists_every_flat_name_once_by_group():
     assert all(f"``wt.{name}``" in wt.__doc__ for name in namespaces | {"viz", "widgets"})
 
 
-@pytest.mark.parametrize("path,kind", [("numerals.pt", "transformer"), ("gpt_numerals.pt", "gpt")])
-def test_shipped_checkpoints_load_into_the_renamed_output_head(path, kind):
+@pytest.mark.parametrize("path", ["numerals.pt", "gpt_numerals.pt", "tatoeba.pt"])
+def test_shipped_checkpoints_load_into_the_renamed_output_head(path):
     shipped = wt.shipped_file("checkpoints", path)
-    loaded = (wt.load_checkpoint if kind == "transformer" else wt.load_gpt_checkpoint)(shipped)
+    loaded = wt.load_checkpoint(shipped)
     head = loaded.model.output_head.proj.weight
     raw = torch.load(shipped, map_location="cpu", weights_only=False)
     stored = raw["model"].get("generator.proj.weight", raw["model"].get("output_head.proj.weight"))

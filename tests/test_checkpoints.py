@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
 import walkthrough as wt
 from walkthrough.tasks import checkpoints
+from walkthrough.tasks.training import TrainingLoop
+from walkthrough.tasks.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("make_checkpoints", ROOT / "scripts" / "make_checkpoints.py")
@@ -37,7 +40,7 @@ TIGHT_STEPS = 10
 def test_the_shipped_checkpoint_is_what_its_script_makes(name):
     shipped = script.SHIPPED[name]
     manifest = shipped.manifest()
-    loaded = shipped.load(shipped.checkpoint)
+    loaded = wt.load_checkpoint(shipped.checkpoint)
     assert loaded.settings == type(loaded.settings)() and loaded.step == loaded.settings.steps
     assert script.fingerprint(loaded.model)["sha256"] == manifest["fingerprints"][str(loaded.step)]["sha256"]
     trainer, fingerprints = script.train(shipped, manifest["check_step"])
@@ -55,14 +58,14 @@ def test_the_shipped_checkpoint_is_what_its_script_makes(name):
 def test_the_shipped_checkpoint_scores_what_its_manifest_says(name, least):
     shipped = script.SHIPPED[name]
     manifest = shipped.manifest()
-    accuracy = shipped.load(shipped.checkpoint).accuracy(wt.held_out_pairs(manifest["held_out"]))
+    accuracy = wt.load_checkpoint(shipped.checkpoint).accuracy(wt.held_out_pairs(manifest["held_out"]))
     assert accuracy == pytest.approx(manifest["held_out_accuracy"], abs=0.004)  # one number in 500, at most
     assert accuracy >= least
     assert shipped.checkpoint.stat().st_size < 1.5e6, "small enough to ship"
 
 
 def test_the_gpt_checkpoint_uses_gqa_rope_and_pre_norm():
-    cfg = script.SHIPPED["gpt_numerals"].load(script.SHIPPED["gpt_numerals"].checkpoint).model.cfg
+    cfg = wt.load_checkpoint(script.SHIPPED["gpt_numerals"].checkpoint).model.cfg
     assert (cfg.positions, cfg.num_heads, cfg.kv_heads, cfg.norm_first) == ("rope", 4, 2, True)
 
 
@@ -79,7 +82,7 @@ def test_flipped_bytes_in_a_shipped_checkpoint_are_reported_as_damage(tmp_path):
     damaged = tmp_path / "gpt_numerals.pt"
     damaged.write_bytes(bytes(data))
     with pytest.raises(ValueError, match=r"gpt_numerals.pt is damaged: its contents do not match the digest"):
-        wt.load_gpt_checkpoint(damaged)
+        wt.load_checkpoint(damaged)
 
 
 def test_every_shipped_checkpoint_carries_its_digest():
@@ -88,19 +91,18 @@ def test_every_shipped_checkpoint_carries_its_digest():
         assert state["sha256"] == checkpoints.digest(state) and len(state["sha256"]) == 64
 
 
-def test_the_two_kinds_mixed_up_name_the_right_function():
-    with pytest.raises(ValueError, match=r"numerals.pt holds an encoder-decoder Trainer \(notebook 07\), not a "
-                                         r"GPTTrainer \(notebook 09\): load it with load_checkpoint"):
-        wt.load_gpt_checkpoint(script.SHIPPED["numerals"].checkpoint)
-    with pytest.raises(ValueError, match=r"holds a GPTTrainer \(notebook 09\), .*load it with load_gpt_checkpoint"):
-        wt.load_checkpoint(script.SHIPPED["gpt_numerals"].checkpoint)
+def test_one_loader_gives_back_what_each_file_holds():
+    kinds = {"numerals": wt.Trainer, "gpt_numerals": wt.GPTTrainer, "tatoeba": Translator}
+    for name, kind in kinds.items():
+        assert type(wt.load_checkpoint(script.SHIPPED[name].checkpoint)) is kind
 
 
-def test_saving_with_the_other_kinds_function_names_the_right_one(tmp_path):
-    with pytest.raises(TypeError, match="got GPTTrainer; a GPTTrainer is saved with save_gpt_checkpoint"):
-        wt.save_checkpoint(wt.GPTTrainer(TINY_GPT), tmp_path / "x.pt")
-    with pytest.raises(TypeError, match=r"got Trainer; a Trainer .* is saved with save_checkpoint"):
-        wt.save_gpt_checkpoint(wt.Trainer(TINY), tmp_path / "x.pt")
+@pytest.mark.parametrize("thing", [lambda: wt.Trainer(TINY).model, lambda: TrainingLoop(
+    nn.Linear(2, 2), lambda step: None, lambda model, batch: None, steps=2, warmup=1, peak_lr=1e-3)])
+def test_save_checkpoint_refuses_what_is_not_a_tasks_trainer(tmp_path, thing):
+    with pytest.raises(TypeError, match=r"save_checkpoint saves a task's trainer \(a walkthrough\.Trainer, GPTTrainer "
+                                        r"or TranslatorTrainer\), got (Transformer|TrainingLoop)"):
+        wt.save_checkpoint(thing(), tmp_path / "x.pt")
     assert not (tmp_path / "x.pt").exists()
 
 
@@ -119,7 +121,7 @@ def saved(tmp_path, trainer=None) -> tuple[Path, dict]:
     if trainer.step == 0:
         trainer.run(2, progress=False)
     path = tmp_path / "ckpt.pt"
-    wt.save_checkpoint(trainer, path) if isinstance(trainer, wt.Trainer) else wt.save_gpt_checkpoint(trainer, path)
+    wt.save_checkpoint(trainer, path)
     return path, torch.load(path, weights_only=True)
 
 
@@ -149,16 +151,13 @@ def test_forged_checkpoints_get_a_message_not_a_traceback(tmp_path, change, mess
         wt.load_checkpoint(path)
 
 
-@pytest.mark.parametrize("make,save,load", [
-    (lambda: wt.Trainer(TINY), wt.save_checkpoint, wt.load_checkpoint),
-    (lambda: wt.GPTTrainer(TINY_GPT), wt.save_gpt_checkpoint, wt.load_gpt_checkpoint),
-])
-def test_every_loader_refuses_an_untrained_model_unless_allowed_the_same_way(tmp_path, make, save, load):
+@pytest.mark.parametrize("make", [lambda: wt.Trainer(TINY), lambda: wt.GPTTrainer(TINY_GPT)])
+def test_every_task_refuses_an_untrained_model_unless_allowed_the_same_way(tmp_path, make):
     path = tmp_path / "untrained.pt"
-    save(make(), path)
+    wt.save_checkpoint(make(), path)
     with pytest.raises(ValueError, match=r"untrained\.pt holds an untrained model \(step 0\).*allow_untrained=True"):
-        load(path)
-    assert load(path, allow_untrained=True).step == 0
+        wt.load_checkpoint(path)
+    assert wt.load_checkpoint(path, allow_untrained=True).step == 0
 
 
 def test_nan_weights_are_refused_even_with_a_matching_digest(tmp_path):
@@ -167,7 +166,7 @@ def test_nan_weights_are_refused_even_with_a_matching_digest(tmp_path):
     state["model"][name][0, 0] = float("nan")
     forge(path, state)
     with pytest.raises(ValueError, match=rf"holds NaN or infinite weights \({name}, 1 tensors in all\).*lower peak_lr"):
-        wt.load_gpt_checkpoint(path)
+        wt.load_checkpoint(path)
 
 
 def test_a_checkpoint_of_an_earlier_format_says_so(tmp_path):
@@ -263,7 +262,7 @@ def test_a_checkpoint_saved_before_the_renames_still_loads(tmp_path, name):
     assert any(key.startswith("generator.") for key in state["model"])
     assert any(".add_norm3." in key for key in state["model"]) and not any("_norm." in k for k in state["model"])
     forge(tmp_path / "old.pt", state)  # as saved then: the digest over the weights under their old names
-    old, new = shipped.load(tmp_path / "old.pt"), shipped.load(shipped.checkpoint)
+    old, new = wt.load_checkpoint(tmp_path / "old.pt"), wt.load_checkpoint(shipped.checkpoint)
     for (key, a), b in zip(old.model.state_dict().items(), new.model.state_dict().values()):
         assert torch.equal(a, b), key
 
@@ -422,5 +421,5 @@ def test_loading_a_checkpoint_leaves_the_global_random_state_alone(tmp_path):
     wt.load_checkpoint(path)
     torch.testing.assert_close(torch.rand(4), expected, rtol=0, atol=0)
     torch.manual_seed(123)
-    wt.load_gpt_checkpoint(wt.shipped_file("checkpoints/gpt_numerals.pt"))
+    wt.load_checkpoint(wt.shipped_file("checkpoints/gpt_numerals.pt"))
     torch.testing.assert_close(torch.rand(4), expected, rtol=0, atol=0)

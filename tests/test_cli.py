@@ -115,7 +115,7 @@ def test_the_gpt_command_line_ends_with_the_accuracy_too(tmp_path):
                           "--held-out", "5", "--save", str(tmp_path / "gpt.pt")], capture_output=True, text=True,
                          check=True)
     assert re.fullmatch(r"held-out exact-match accuracy: [01]\.\d\d \(5 examples\)", run.stdout.splitlines()[-1])
-    trainer = wt.load_gpt_checkpoint(tmp_path / "gpt.pt")
+    trainer = wt.load_checkpoint(tmp_path / "gpt.pt")
     assert trainer.step == 5 and trainer.settings.warmup == 1, "the settings' own 15% warm-up, at least one step"
 
 
@@ -132,6 +132,17 @@ def test_resume_takes_its_settings_from_the_checkpoint(no_training, capsys):
                      r".*leave out --steps, --seed$", capsys.readouterr().err, re.MULTILINE)
     assert cli.main(["train", "--resume", "/nonexistent/x.pt"]) == 2
     assert "error: no checkpoint at /nonexistent/x.pt" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name,model,fix", [("gpt_numerals.pt", "transformer", "pass --model gpt"),
+                                            ("numerals.pt", "gpt", "pass --model transformer"),
+                                            ("tatoeba.pt", "transformer", "only the numeral tasks' trainers resume")])
+def test_resume_names_the_model_its_file_holds(capsys, name, model, fix):
+    """One loader reads every task's file: the trainer it gives back must be the one --model asks for."""
+    shipped = str(wt.shipped_file("checkpoints", name))
+    assert cli.main(["train", "--resume", shipped, "--model", model]) == 2
+    assert re.search(rf"^error: --resume .*{re.escape(name)} holds \w+, not a --model {model} trainer: {fix}",
+                     capsys.readouterr().err, re.MULTILINE)
 
 
 def test_resume_on_the_command_line_is_bit_exact_with_the_python_apis(tmp_path, capsys):
@@ -210,9 +221,9 @@ def test_ctrl_c_in_the_translators_run_saves_what_was_trained(tmp_path, monkeypa
     monkeypatch.setattr(translator.TranslatorTrainer, "run", two_steps_then_ctrl_c)
     path = tmp_path / "c.pt"
     assert cli.main(["train", "--task", "sentences", "--steps", "5", "--batch-size", "8", "--save", str(path)]) == 130
-    assert f"interrupted at step 2 of 5: saved to {path}; load it with walkthrough.load_translator" in \
+    assert f"interrupted at step 2 of 5: saved to {path}; load it with walkthrough.load_checkpoint" in \
         capsys.readouterr().err
-    assert wt.load_translator(path).step == 2
+    assert wt.load_checkpoint(path).step == 2
 
 
 def test_a_resumed_run_drops_out_as_the_run_it_continues(tmp_path, capsys):

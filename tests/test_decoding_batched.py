@@ -30,7 +30,7 @@ def tiny_model(seed: int = 0, vocab: int = 13) -> wt.Transformer:
 
 def shipped_gpt() -> tuple[wt.GPT, list[list[int]]]:
     """Notebook 09's GPT and eight real prompts of 1..8 ids (``<sep>`` alone, then numerals of 1..7 characters)."""
-    trainer = wt.load_gpt_checkpoint(wt.shipped_file("checkpoints", "gpt_numerals.pt"))
+    trainer = wt.load_checkpoint(wt.shipped_file("checkpoints", "gpt_numerals.pt"))
     texts = [wt.chinese_numeral(n) for n in (35, 9999, 5, 1050, 305, 8901, 30)]  # 1..7 characters, shuffled
     prompts = [prompt_ids(text, trainer.vocab) for text in texts] + [prompt_ids("", trainer.vocab)]  # + <sep>
     return trainer.model.eval(), prompts

@@ -388,7 +388,7 @@ def test_a_beam_this_process_cannot_hold_is_refused_before_decoding(monkeypatch)
 # ---- the notebook's picture and explorer -------------------------------------------------------------------
 
 def test_the_sampling_explorer_shows_what_survives():
-    trainer = wt.load_gpt_checkpoint(wt.shipped_file("checkpoints", "gpt_numerals.pt"))
+    trainer = wt.load_checkpoint(wt.shipped_file("checkpoints", "gpt_numerals.pt"))
     explorer = wt.widgets.sampling_explorer(trainer.model, trainer.vocab, "三百零五")
     assert "tokens left: 1 of" not in explorer.text() and "[image/png]" in explorer.text()
     explorer.control("temperature").value = 0.0

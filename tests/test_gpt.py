@@ -18,10 +18,8 @@ from walkthrough.tasks.language_model import (
     GPTSettings,
     GPTTrainer,
     answer_loss,
-    load_gpt_checkpoint,
     make_lm_batch,
     numeral_lm_vocab,
-    save_gpt_checkpoint,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -340,13 +338,13 @@ def test_language_model_trains_and_completes(tmp_path):
     with pytest.raises(TypeError, match="wrap it in a list"):
         trainer.complete("三百")
     path = tmp_path / "lm.pt"
-    save_gpt_checkpoint(trainer, path)
-    again = load_gpt_checkpoint(path)
+    wt.save_checkpoint(trainer, path)
+    again = wt.load_checkpoint(path)
     assert again.step == 30 and again.losses == trainer.losses
     assert again.complete(texts) == completions
     with pytest.raises(ValueError, match="not a walkthrough checkpoint"):
         torch.save({"format": "something else"}, tmp_path / "other.pt")
-        load_gpt_checkpoint(tmp_path / "other.pt")
+        wt.load_checkpoint(tmp_path / "other.pt")
 
 
 def test_cli_trains_the_gpt_and_prints_held_out_accuracy_last(capsys):

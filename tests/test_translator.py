@@ -16,7 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import walkthrough as wt
-from walkthrough.tasks import translator
+from walkthrough.tasks import checkpoints, translator
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = wt.shipped_file("checkpoints", "tatoeba.pt")
@@ -25,7 +25,7 @@ MANIFEST = json.loads(SHIPPED.with_suffix(".json").read_text())
 
 @pytest.fixture(scope="module")
 def shipped():
-    return wt.load_translator(SHIPPED)
+    return wt.load_checkpoint(SHIPPED)
 
 
 def test_the_shipped_translator_says_good_morning(shipped):
@@ -71,8 +71,8 @@ def test_save_and_load_round_trip_with_the_tokenizer_and_licence_beside(tmp_path
     trainer = tiny_trainer()
     trainer.run(progress=False)
     path = tmp_path / "tiny.pt"
-    translator.save_translator(trainer, path)
-    loaded = wt.load_translator(path)
+    wt.save_checkpoint(trainer, path, optimizer=False)
+    loaded = wt.load_checkpoint(path)
     assert loaded.settings == trainer.settings and loaded.step == 3 and loaded.losses == trainer.losses
     for (name, a), b in zip(trainer.model.state_dict().items(), loaded.model.state_dict().values()):
         assert torch.equal(a, b), name
@@ -111,7 +111,7 @@ def notebook_class_sentences() -> list[tuple[str, str]]:
 def test_the_notebooks_fine_tune_fixes_the_class_sentences_and_keeps_the_validation_loss():
     """Notebook 17's live fine-tune, its settings: the shipped model gets every class sentence wrong before and
     right after, while the plain cross-entropy of the 500 validation pairs rises by less than 0.1."""
-    tuned = wt.load_translator(SHIPPED)  # its own copy: the fine-tune changes the weights
+    tuned = wt.load_checkpoint(SHIPPED)  # its own copy: the fine-tune changes the weights
     pairs = notebook_class_sentences()
     zh, en = [z for z, _ in pairs], [e for _, e in pairs]
     assert all(guess != right for guess, right in zip(tuned.translate(zh), en))
@@ -145,15 +145,11 @@ def test_a_fine_tune_whose_settings_do_not_fit_the_model_is_refused_before_train
                                      pairs=wt.sentence_pairs("train")[:200])
 
 
-def test_a_translator_checkpoint_is_not_a_numeral_one(tmp_path):
-    translator.save_translator(tiny_trainer(), tmp_path / "tiny.pt")
+def test_an_untrained_translator_is_refused_unless_allowed(tmp_path):
+    wt.save_checkpoint(tiny_trainer(), tmp_path / "tiny.pt", optimizer=False)
     with pytest.raises(ValueError, match=r"tiny\.pt holds an untrained model \(step 0\)"):
-        wt.load_translator(tmp_path / "tiny.pt")
-    assert wt.load_translator(tmp_path / "tiny.pt", allow_untrained=True).step == 0
-    with pytest.raises(ValueError, match=r"holds the sentence translator.*load it with load_translator"):
         wt.load_checkpoint(tmp_path / "tiny.pt")
-    with pytest.raises(ValueError, match=r"holds an encoder-decoder Trainer .*load it with load_checkpoint"):
-        wt.load_translator(wt.shipped_file("checkpoints", "numerals.pt"))
+    assert wt.load_checkpoint(tmp_path / "tiny.pt", allow_untrained=True).step == 0
 
 
 def test_the_shipped_files_say_their_licence_and_what_made_them():
@@ -229,19 +225,19 @@ def test_a_full_disk_after_the_checkpoint_says_what_was_and_was_not_saved(tmp_pa
     """Issue #40: the tokenizer file beside the .pt was cut at 4,096 bytes and the licence note never written."""
     trainer = tiny_trainer()
     trainer.run(progress=False)
-    real_save = translator.save_whole
+    real_save = checkpoints.save_whole
 
     def disk_full_after_the_checkpoint(data, path):
         if not str(path).endswith(".pt"):
             raise OSError(f"could not write {path} (the disk is full)")
         real_save(data, path)
 
-    monkeypatch.setattr(translator, "save_whole", disk_full_after_the_checkpoint)
+    monkeypatch.setattr(checkpoints, "save_whole", disk_full_after_the_checkpoint)
     path = tmp_path / "tiny.pt"
-    with pytest.raises(OSError, match=r"tiny\.pt was saved \(load_translator reads it alone\), but not "
+    with pytest.raises(OSError, match=r"tiny\.pt was saved \(load_checkpoint reads it alone\), but not "
                                       r".*tiny_tokenizer\.json, .*tiny_LICENCE\.json"):
-        translator.save_translator(trainer, path)
-    assert wt.load_translator(path).step == 3
+        wt.save_checkpoint(trainer, path, optimizer=False)
+    assert wt.load_checkpoint(path).step == 3
     assert not (tmp_path / "tiny_tokenizer.json").exists() and not (tmp_path / "tiny_LICENCE.json").exists()
 
 
@@ -294,7 +290,7 @@ def test_cli_translate_bad_input_is_a_message_not_a_traceback():
     assert run.returncode == 2 and run.stderr.startswith("error: texts[1] is blank"), run.stderr
     assert "Traceback" not in run.stderr
     missing = cli("translate", "早上好！", "--checkpoint", "nowhere.pt")
-    assert missing.returncode == 2 and "train and save_translator first" in missing.stderr, missing.stderr
+    assert missing.returncode == 2 and "train and save_checkpoint first" in missing.stderr, missing.stderr
 
 
 @pytest.mark.parametrize("text", ["😀🎉", "ᏣᎳᎩ ⵜⴰⵎⴰⵣⵉⵖⵜ", "早上好" * 3334])
@@ -315,14 +311,14 @@ def test_cli_trains_the_sentence_task(tmp_path):
     run = cli("train", "--task", "sentences", "--steps", "2", "--batch-size", "8", "--save", str(tmp_path / "c.pt"))
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("validation loss: ")
-    assert wt.load_translator(tmp_path / "c.pt").step == 2
+    assert wt.load_checkpoint(tmp_path / "c.pt").step == 2
 
 
 def test_loading_a_translator_leaves_the_global_random_stream_as_it_was():
     torch.manual_seed(7)
     expected = torch.rand(3)
     torch.manual_seed(7)
-    wt.load_translator()
+    wt.load_checkpoint(wt.shipped_file("checkpoints", "tatoeba.pt"))
     assert torch.equal(torch.rand(3), expected)
 
 

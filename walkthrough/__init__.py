@@ -29,8 +29,8 @@ The flat names, by what they are for (tests/test_api.py keeps this list and ``__
 - **Training**: ``make_batch``, ``teacher_forcing``, ``warmup_lr``, ``lr_curve``, ``smoothing_floor``,
   ``TrainSettings``, ``Trainer``, ``held_out_pairs``, ``translate``, ``cross_attention_map``, ``GPTSettings``,
   ``GPTTrainer``, ``make_lm_batch``, ``TranslatorSettings``
-- **Checkpoints** (each loader takes ``allow_untrained``): ``save_checkpoint``, ``load_checkpoint``,
-  ``save_gpt_checkpoint``, ``load_gpt_checkpoint``, ``load_translator``, ``shipped_file``
+- **Checkpoints** (one save and one load for every task): ``save_checkpoint``, ``load_checkpoint``,
+  ``shipped_file``
 - **Checking the student**: ``ask_shape``, ``check_shape_answer``, ``check_exercise``, ``check_model``,
   ``block_gaps``, ``side_by_side``
 - **Language**: ``set_language``, ``get_language``
@@ -69,7 +69,7 @@ from .model.transformer import Encoder, Transformer
 from .recording import Row
 from .steps import STEPS
 from .tasks import distributed, translator
-from .tasks.checkpoints import shipped_file
+from .tasks.checkpoints import load_checkpoint, save_checkpoint, shipped_file
 from .tasks.data import (
     PHRASES,
     Vocab,
@@ -85,22 +85,18 @@ from .tasks.language_model import (
     SEPARATOR,
     GPTSettings,
     GPTTrainer,
-    load_gpt_checkpoint,
     make_lm_batch,
-    save_gpt_checkpoint,
 )
 from .tasks.numerals import (
     Trainer,
     TrainSettings,
     cross_attention_map,
     held_out_pairs,
-    load_checkpoint,
     lr_curve,
-    save_checkpoint,
     translate,
 )
 from .tasks.training import make_batch, smoothing_floor, teacher_forcing, warmup_lr
-from .tasks.translator import TranslatorSettings, load_translator
+from .tasks.translator import TranslatorSettings
 from .text import bpe, sentences
 from .text.bpe import BPETokenizer
 from .text.corpus import EVERYDAY_PHRASES, cedict_pairs, cedict_rule_counts
@@ -182,8 +178,6 @@ __all__ = [
     "keep_attention_weights",
     "left_pad",
     "load_checkpoint",
-    "load_gpt_checkpoint",
-    "load_translator",
     "lr_curve",
     "make_batch",
     "make_lm_batch",
@@ -200,7 +194,6 @@ __all__ = [
     "sample_decode",
     "sample_next",
     "save_checkpoint",
-    "save_gpt_checkpoint",
     "scaled_dot_product_attention",
     "sentence_ids",
     "sentence_pairs",

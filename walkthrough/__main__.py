@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import torch
 
 from .i18n import N_, _
 from .model.config import ModelConfig
+from .tasks.checkpoints import load_checkpoint, save_checkpoint, shipped_file
 from .tasks.numerals import MAX_BATCH_SIZE, MAX_HELD_OUT, TrainSettings
 from .trace.meta import SOURCE_SIZES
 from .trace.tables import format_table, summarise
@@ -72,14 +72,20 @@ def _check_train(args) -> None:
 def _trainer(args):
     """The run's trainer: resumed from ``--resume``'s checkpoint, or new from the flags (a flag left out keeps the
     settings' default; no --warmup is 15% of the steps)."""
-    if args.model == "gpt":  # notebook 09: the same numerals as a decoder-only language model
-        from .tasks.language_model import GPTSettings, GPTTrainer, load_gpt_checkpoint
-        if args.resume is not None:
-            return load_gpt_checkpoint(args.resume)
-        return GPTTrainer(GPTSettings(**_given_settings(args)))
-    from .tasks.numerals import Trainer, TrainSettings, load_checkpoint
+    from .tasks.language_model import GPTSettings, GPTTrainer
+    from .tasks.numerals import Trainer, TrainSettings
+
     if args.resume is not None:
-        return load_checkpoint(args.resume)
+        trainer = load_checkpoint(args.resume)
+        holds = {Trainer: "transformer", GPTTrainer: "gpt"}.get(type(trainer))
+        if holds != args.model:
+            raise ValueError(_("--resume {path} holds {what}, not a --model {model} trainer: {fix}").format(
+                path=args.resume, what=type(trainer).__name__, model=args.model,
+                fix=_("pass --model {holds}").format(holds=holds) if holds else
+                _("only the numeral tasks' trainers resume here")))
+        return trainer
+    if args.model == "gpt":  # notebook 09: the same numerals as a decoder-only language model
+        return GPTTrainer(GPTSettings(**_given_settings(args)))
     return Trainer(TrainSettings(**_given_settings(args)), dropout=args.dropout or 0.0)
 
 
@@ -89,14 +95,7 @@ def _given_settings(args) -> dict:
             if name != "dropout" and getattr(args, name) is not None}
 
 
-def _save(trainer, path: str) -> None:
-    from .tasks.language_model import GPTTrainer, save_gpt_checkpoint
-    from .tasks.numerals import save_checkpoint
-
-    (save_gpt_checkpoint if isinstance(trainer, GPTTrainer) else save_checkpoint)(trainer, path)
-
-
-def _stopped_by_ctrl_c(args, trainer, save: Callable, next_step: str) -> int:
+def _stopped_by_ctrl_c(args, trainer, next_step: str, optimizer: bool = True) -> int:
     """Ctrl-C during training: every finished step is recorded whole (``TrainingLoop``), so what was trained is
     saved where --save says, and ``next_step`` says what to do with it. 130 is the exit code of a program stopped
     by Ctrl-C."""
@@ -107,7 +106,7 @@ def _stopped_by_ctrl_c(args, trainer, save: Callable, next_step: str) -> int:
         print(_("{where}: not saved (pass --save FILE to keep what an interrupted run trained)").format(where=where),
               file=sys.stderr)
     else:
-        save(trainer, args.save)
+        save_checkpoint(trainer, args.save, optimizer)
         print(_("{where}: saved to {path}; {next_step}").format(where=where, path=args.save, next_step=next_step),
               file=sys.stderr)
     return 130
@@ -133,7 +132,7 @@ def _train(args) -> int:
             print(trainer.run(seconds=args.seconds, evaluate=False), file=sys.stderr)
         except KeyboardInterrupt:
             model = " --model gpt" if args.model == "gpt" else ""
-            return _stopped_by_ctrl_c(args, trainer, _save, _("go on with: python -m walkthrough train{model} "
+            return _stopped_by_ctrl_c(args, trainer, _("go on with: python -m walkthrough train{model} "
                                                               "--resume {path}").format(model=model, path=args.save))
     else:
         check_global_batch(trainer.settings.batch_size, world_size)
@@ -147,7 +146,7 @@ def _train(args) -> int:
             report=report, world_size=world_size, sentences=trainer.settings.batch_size // world_size),
             file=sys.stderr)
     if args.save is not None:
-        _save(trainer, args.save)
+        save_checkpoint(trainer, args.save)
     print(_("held-out exact-match accuracy: {accuracy:.2f} ({count} examples)").format(
         accuracy=trainer.accuracy(pairs), count=len(pairs)))
     return 0
@@ -167,7 +166,7 @@ def _check_sentences(args) -> None:
 
 
 def _train_sentences(args) -> int:
-    from .tasks.translator import TranslatorSettings, TranslatorTrainer, save_translator, train_tokenizer
+    from .tasks.translator import TranslatorSettings, TranslatorTrainer, train_tokenizer
     from .text.sentences import sentence_pairs
 
     _check_sentences(args)
@@ -178,9 +177,9 @@ def _train_sentences(args) -> int:
     try:
         print(trainer.run(seconds=args.seconds, evaluate=False), file=sys.stderr)
     except KeyboardInterrupt:
-        return _stopped_by_ctrl_c(args, trainer, save_translator, _("load it with walkthrough.load_translator"))
+        return _stopped_by_ctrl_c(args, trainer, _("load it with walkthrough.load_checkpoint"), optimizer=False)
     if args.save is not None:
-        save_translator(trainer, args.save)
+        save_checkpoint(trainer, args.save, optimizer=False)
     validation = sentence_pairs("validation")
     print(_("validation loss: {loss:.3f} ({count} pairs)").format(loss=trainer.translator.loss(validation),
                                                                    count=len(validation)))
@@ -188,9 +187,14 @@ def _train_sentences(args) -> int:
 
 
 def _translate(args) -> int:
-    from .tasks.translator import load_translator
+    from .tasks.translator import Translator
 
-    translator = load_translator(args.checkpoint)
+    translator = load_checkpoint(shipped_file("checkpoints", "tatoeba.pt") if args.checkpoint is None
+                                 else args.checkpoint)
+    if not isinstance(translator, Translator):
+        raise ValueError(_("--checkpoint {path} holds a {what}, not a translator: give a file that "
+                           "train --task sentences --save wrote").format(path=args.checkpoint,
+                                                                        what=type(translator).__name__))
     for line in translator.translate(args.sentences, beam_size=args.beam):
         print(line)
     return 0
@@ -279,7 +283,7 @@ def _parser() -> argparse.ArgumentParser:
     translate.add_argument("sentences", nargs="+", help="Chinese sentences, e.g. 我是学生。 我饿了。")
     translate.add_argument("--beam", type=_at_most(64, "a wider beam only costs time on sentences this short"),
                            default=None, help="beam size (default: greedy)")
-    translate.add_argument("--checkpoint", default=None, help="a translator saved by save_translator "
+    translate.add_argument("--checkpoint", default=None, help="a translator saved by save_checkpoint "
                            "(default: checkpoints/tatoeba.pt)")
     return parser
 

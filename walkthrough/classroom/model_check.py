@@ -47,9 +47,9 @@ from ..model.attention import MultiHeadAttention
 from ..model.embedding import Embedding, sinusoidal_table
 from ..model.layers import AddNorm, EncoderLayer, FeedForward
 from ..model.masks import causal_mask, padding_mask
-from ..tasks.checkpoints import shipped_file
+from ..tasks.checkpoints import load_checkpoint, shipped_file
 from ..tasks.data import Vocab
-from ..tasks.numerals import held_out_pairs, load_checkpoint
+from ..tasks.numerals import held_out_pairs
 from ..tasks.training import make_batch
 from ..trace.hooks import running_modules
 from ..trace.tables import print_shape

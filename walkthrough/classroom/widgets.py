@@ -823,19 +823,17 @@ def every_explorer(trainer=None) -> dict[str, Callable[[], Explorer]]:
     """Each explorer of the series by name, ready to make as its notebook makes it: 07's with ``trainer`` (a small
     untrained numeral trainer when None), 12's and 17's with the shipped models. An explorer added later that needs
     other arguments is an error here, so whatever walks them all (the i18n test, the benchmark) cannot miss it."""
-    from ..tasks.checkpoints import shipped_file
-    from ..tasks.language_model import load_gpt_checkpoint
+    from ..tasks.checkpoints import load_checkpoint, shipped_file
     from ..tasks.numerals import Trainer, TrainSettings
-    from ..tasks.translator import load_translator
 
     def gpt() -> tuple:
-        loaded = load_gpt_checkpoint(shipped_file("checkpoints", "gpt_numerals.pt"))
+        loaded = load_checkpoint(shipped_file("checkpoints", "gpt_numerals.pt"))
         return loaded.model, loaded.vocab
 
     models = {
         "trainer": lambda: (trainer or Trainer(TrainSettings(d_model=16, d_ff=32, num_layers=1, steps=2)),),
         "model, vocab": gpt,
-        "translator": lambda: (load_translator(),),
+        "translator": lambda: (load_checkpoint(shipped_file("checkpoints", "tatoeba.pt")),),
     }
     made = {}
     for name, make in sorted(globals().items()):

@@ -1,12 +1,12 @@
-"""The checkpoint file: its format, its path check, the digest of its weights, and reading it back as plain data.
+"""The checkpoint file of every task: one save, one load, its path check, the digest of its weights.
 
-A checkpoint is a dict written by ``torch.save``: a ``format`` naming its kind, the settings, the
-training history, the weights (``model``), the optimiser's state when saved for resuming, and ``sha256``,
-a digest of all of it as stored.
-Reading checks all of it before a trainer is built: a damaged, altered or mixed-up file gets a message
+A checkpoint is a dict written by ``torch.save``: a ``format`` naming its task, the settings, the training
+history, the weights (``model``), what its task needs to rebuild it, the optimiser's state when saved for
+resuming, and ``sha256``, a digest of all of it as stored. ``save_checkpoint`` writes any task's trainer;
+``load_checkpoint`` reads the format and lets that task rebuild itself (``from_checkpoint``).
+Reading checks all of it before anything is built: a damaged, altered or mixed-up file gets a message
 that says so, never a model that silently scores 0. Writing is whole or nothing (``save_whole``): a full
-disk or a second process saving to the same path never leaves a damaged file. Saving and loading a trainer
-stay with its task (``save_checkpoint`` in numeral_task.py, ``save_gpt_checkpoint`` in language_model.py).
+disk or a second process saving to the same path never leaves a damaged file.
 """
 
 from __future__ import annotations
@@ -29,14 +29,15 @@ from ..i18n import _
 CHECKPOINT_FORMAT = "walkthrough-checkpoint-2"
 GPT_CHECKPOINT_FORMAT = "walkthrough-gpt-checkpoint-2"
 TRANSLATOR_CHECKPOINT_FORMAT = "walkthrough-translator-checkpoint-1"
-# Each kind: what it holds, the functions that save and load it, and the keys its file must have.
+# Each task's format: what its file holds and the keys its task adds.
 KINDS = {
-    CHECKPOINT_FORMAT: ("an encoder-decoder Trainer (notebook 07)", "save_checkpoint", "load_checkpoint",
-                        ("pairs", "src_itos", "tgt_itos")),
-    GPT_CHECKPOINT_FORMAT: ("a GPTTrainer (notebook 09)", "save_gpt_checkpoint", "load_gpt_checkpoint", ("itos",)),
-    TRANSLATOR_CHECKPOINT_FORMAT: ("the sentence translator (notebook 17)", "save_translator", "load_translator",
-                                   ("tokenizer",)),
+    CHECKPOINT_FORMAT: ("an encoder-decoder Trainer (notebook 07)", ("pairs", "src_itos", "tgt_itos")),
+    GPT_CHECKPOINT_FORMAT: ("a GPTTrainer (notebook 09)", ("itos",)),
+    TRANSLATOR_CHECKPOINT_FORMAT: ("the sentence translator (notebook 17)", ("tokenizer",)),
 }
+# Each format's class with ``from_checkpoint``: every task module adds its own (``import walkthrough`` imports them
+# all, and so does importing this module, whose package imports them first).
+REBUILT_BY: dict[str, type] = {}
 COMMON_KEYS = ("settings", "step", "losses", "lrs", "schedule", "model", "sha256")
 # Weights renamed since a checkpoint of the same format was written: old name (a pattern) -> today's. The one
 # place an old name is still understood; a file is read with today's names, the digest checked on the names it
@@ -79,7 +80,7 @@ def shipped_file(*parts: str) -> Path:
                                 .format(path=Path(*parts), start=start))
 
 
-def validate_checkpoint_path(path, for_writing: bool, name: str = "path", save_name: str = "save_checkpoint") -> Path:
+def validate_checkpoint_path(path, for_writing: bool, name: str = "path") -> Path:
     """A checkpoint path, checked before any work: a file name in a folder that exists (``name`` is for messages).
 
     Returned with ``~`` expanded (the shell expands it, Python does not: ``~/d/x.pt`` was a folder named ``~``
@@ -111,8 +112,7 @@ def validate_checkpoint_path(path, for_writing: bool, name: str = "path", save_n
             raise ValueError(_("{name} {path}: the folder {folder} is not writable; save somewhere else").format(
                 name=name, path=path, folder=folder))
     elif not path.exists():
-        raise ValueError(_("no checkpoint at {path}; train and {save_name} first").format(path=path,
-                                                                                          save_name=save_name))
+        raise ValueError(_("no checkpoint at {path}; train and save_checkpoint first").format(path=path))
     return path
 
 
@@ -175,52 +175,69 @@ def save_whole(data, path: Path) -> None:
         os.close(folder)
 
 
-def write_checkpoint(path: Path, kind: str, payload: dict) -> None:
-    """Save ``payload`` (settings, history, ``model`` weights, ...) as a checkpoint of ``kind``, with its digest,
-    whole or not at all (``save_whole``)."""
-    state = {"format": kind, **payload}
+def save_checkpoint(trainer, path: str | Path, optimizer: bool = True) -> None:
+    """Any task's trainer (``Trainer``, ``GPTTrainer``, ``TranslatorTrainer``) to ``path``: its weights with their
+    digest, history, step, settings and what its task needs to rebuild it (``trainer.checkpoint_data()``), and with
+    ``optimizer`` all a resume needs (without, a third of the size: enough to use the model, not to train on).
+    Files a task keeps beside it (the translator's tokenizer and licence note) are written after it, each whole."""
+    if getattr(trainer, "checkpoint_format", None) not in KINDS:
+        raise TypeError(_("save_checkpoint saves a task's trainer (a walkthrough.Trainer, GPTTrainer or "
+                          "TranslatorTrainer), got {type}").format(type=type(trainer).__name__))
+    path = validate_checkpoint_path(path, for_writing=True)
+    state = {"format": trainer.checkpoint_format, "settings": dataclasses.asdict(trainer.settings),
+             **trainer.checkpoint_data(), **trainer.state_dict(optimizer)}
     save_whole(state | {"sha256": digest(state)}, path)
+    beside = trainer.files_beside(path)
+    for written, (file, text) in enumerate(beside.items()):
+        try:
+            save_whole(text, file)
+        except OSError as err:
+            missing = ", ".join(str(name) for name in list(beside)[written:])
+            raise OSError(_("{path} was saved (load_checkpoint reads it alone), but not {missing}: {err}").format(
+                path=path, missing=missing, err=err)) from err
 
 
-def read_checkpoint(path: str | Path, kind: str = CHECKPOINT_FORMAT, allow_untrained: bool = False) -> dict:
-    """Read a checkpoint of ``kind`` as plain data (``torch.load(weights_only=True)``: no code from the file runs),
-    and check it whole: its kind, its keys, the digest of its weights, and that every weight is finite. A model
-    saved before any training step is refused unless ``allow_untrained`` (every loader takes the same flag)."""
-    save_name, load_name, kind_keys = KINDS[kind][1:]
-    path = validate_checkpoint_path(path, for_writing=False, save_name=save_name)
+def load_checkpoint(path: str | Path, allow_untrained: bool = False):
+    """What ``save_checkpoint`` wrote at ``path``, checked whole first (``read_checkpoint``), rebuilt by its task: a
+    ``Trainer`` (notebook 07), a ``GPTTrainer`` (09) or the sentence translator, ready to translate (17). Loaded
+    without the optimiser's state, a trainer translates but cannot train on. The global random state is left as
+    it was (building a model draws from it). ``allow_untrained``: load a model saved before its first step too
+    (refused by default, as a likely mistake)."""
+    state = read_checkpoint(path, allow_untrained)
+    with torch.random.fork_rng(devices=[]):  # the CPU generator only: training here is on the CPU
+        return REBUILT_BY[state["format"]].from_checkpoint(state, Path(path))
+
+
+def read_checkpoint(path: str | Path, allow_untrained: bool = False) -> dict:
+    """Read a checkpoint as plain data (``torch.load(weights_only=True)``: no code from the file runs), and check it
+    whole: its format, its keys, the digest of its weights, and that every weight is finite."""
+    path = validate_checkpoint_path(path, for_writing=False)
     with open(path, "rb") as file:
         magic = file.read(4)
     if magic != b"PK\x03\x04":  # torch.save writes a zip archive
         raise ValueError(_("{path} is not a checkpoint (not a file torch.save wrote: it may be text or another "
-                         "format); pass the .pt file that {save_name} wrote").format(path=path, save_name=save_name))
+                         "format); pass the .pt file that save_checkpoint wrote").format(path=path))
     try:
         state = torch.load(path, weights_only=True)
     except (RuntimeError, KeyError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile, OSError) as err:
-        raise ValueError(_("{path} is not a readable checkpoint (corrupted or not made by {save_name}): "
-                         "{type}; save it again").format(
-                             path=path, save_name=save_name, type=type(err).__name__)) from None
+        raise ValueError(_("{path} is not a readable checkpoint (corrupted or not made by save_checkpoint): "
+                         "{type}; save it again").format(path=path, type=type(err).__name__)) from None
     found = state.get("format") if isinstance(state, dict) else None
-    if found != kind:
-        if found in KINDS:
-            what, right_loader = KINDS[found][0], KINDS[found][2]
-            raise ValueError(_("{path} holds {what}, not {wanted}: load it with {right_loader}").format(
-                path=path, what=what, wanted=KINDS[kind][0], right_loader=right_loader))
+    if found not in KINDS:
         if isinstance(state, dict) and isinstance(state.get("sha256"), str) and digest(state) != state["sha256"]:
-            damaged(path, load_name)  # a byte flipped in the format's name: not an earlier version
+            damaged(path)  # a byte flipped in the format's name: not an earlier version
         if isinstance(found, str) and earlier_format(found):
             raise ValueError(_("{path} was saved by an earlier version of walkthrough ({found}), without a digest "
-                             "of its weights: train and {save_name} again").format(
-                                 path=path, found=found, save_name=save_name))
-        raise ValueError(_("{path} is a torch file but not a walkthrough checkpoint; save one with {save_name}").format(
-            path=path, save_name=save_name))
-    missing = [key for key in COMMON_KEYS + kind_keys if key not in state]
+                             "of its weights: train and save_checkpoint again").format(path=path, found=found))
+        raise ValueError(_("{path} is a torch file but not a walkthrough checkpoint; save one with "
+                           "save_checkpoint").format(path=path))
+    missing = [key for key in COMMON_KEYS + KINDS[found][1] if key not in state]
     if missing or not isinstance(state["model"], dict):
         raise ValueError(_("{path} lacks {missing_keys}: it was altered or not written by "
-                         "{save_name}; save it again").format(
-                             path=path, missing_keys=', '.join(missing) or 'its weights',
-                             save_name=save_name))
+                         "save_checkpoint; save it again").format(path=path,
+                                                                  missing_keys=', '.join(missing) or 'its weights'))
     if digest(state) != state["sha256"]:
-        damaged(path, load_name)
+        damaged(path)
     not_finite = [name for name, tensor in state["model"].items()
                   if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
     if not_finite:
@@ -240,10 +257,10 @@ def earlier_format(found: str) -> bool:
                                     for kind in KINDS)
 
 
-def damaged(path: Path, load_name: str) -> NoReturn:
+def damaged(path: Path) -> NoReturn:
     raise ValueError(_("{path} is damaged: its contents do not match the digest stored with them (bytes changed "
-                       "on disk or in a copy); {load_name} refuses it. Copy it again or re-make it").format(
-                           path=path, load_name=load_name))
+                       "on disk or in a copy); load_checkpoint refuses it. Copy it again or re-make it").format(
+                           path=path))
 
 
 def settings_from(state: dict, settings_type: type, path: Path):

@@ -10,7 +10,7 @@ the score and the checkpoint format.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -21,14 +21,7 @@ from ..model.decoding import greedy_decode
 from ..model.gpt import GPT
 from ..model.loss import sequence_loss
 from ..model.memory_guard import check_fits_in_memory
-from .checkpoints import (
-    GPT_CHECKPOINT_FORMAT,
-    read_checkpoint,
-    restore,
-    settings_from,
-    validate_checkpoint_path,
-    write_checkpoint,
-)
+from .checkpoints import GPT_CHECKPOINT_FORMAT, REBUILT_BY, restore, settings_from
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
 from .numerals import TrainSettings, exact_match, held_out_pairs, validate_texts
 from .training import TrainingLoop, torch_threads, validate_threads
@@ -108,6 +101,8 @@ class GPTTrainer(TrainingLoop):
     CPU threads (one by default: as fast for a model this small, and far faster on a shared server).
     """
 
+    checkpoint_format = GPT_CHECKPOINT_FORMAT
+
     def __init__(self, settings: GPTSettings = GPTSettings(), threads: int = 1):
         if not isinstance(settings, GPTSettings):
             raise TypeError(_("settings must be a walkthrough.GPTSettings, got {type}").format(
@@ -128,6 +123,20 @@ class GPTTrainer(TrainingLoop):
         pairs = numeral_pairs(self.settings.batch_size, seed=self.settings.seed * 1_000_003 + step, held_out=False)
         return make_lm_batch(pairs, self.vocab)
 
+    def checkpoint_data(self) -> dict:
+        """What rebuilds this trainer besides its settings (``save_checkpoint``): its vocabulary."""
+        return {"itos": self.vocab.itos}
+
+    @classmethod
+    def from_checkpoint(cls, state: dict, path: Path) -> GPTTrainer:
+        """The trainer ``state`` (a checked checkpoint, ``load_checkpoint``) describes, its weights and history in."""
+        trainer = cls(settings_from(state, GPTSettings, path))
+        if state["itos"] != trainer.vocab.itos:
+            raise ValueError(_("{path} was trained with another vocabulary than this task's; retrain it").format(
+                path=path))
+        restore(trainer, state, path)
+        return trainer
+
     def loss(self, model: GPT, batch: LMBatch) -> torch.Tensor:
         return answer_loss(model, batch, self.settings.smoothing)
 
@@ -142,6 +151,9 @@ class GPTTrainer(TrainingLoop):
     def accuracy(self, pairs: list[tuple[str, str]]) -> float:
         """Share of pairs whose continuation equals the English words exactly (``exact_match``)."""
         return exact_match(self.complete, pairs)
+
+
+REBUILT_BY[GPT_CHECKPOINT_FORMAT] = GPTTrainer
 
 
 def complete(model: GPT, texts: list[str], vocab: Vocab) -> list[str]:
@@ -168,29 +180,3 @@ def complete(model: GPT, texts: list[str], vocab: Vocab) -> list[str]:
         for i, row in zip(rows, out[:, length:]):
             answers[i] = " ".join(vocab.decode(row))
     return answers
-
-
-def save_gpt_checkpoint(trainer: GPTTrainer, path: str | Path, optimizer: bool = True) -> None:
-    """Weights (with their digest), history, step, settings and vocabulary (and, with ``optimizer``, what a
-    resume needs)."""
-    if not isinstance(trainer, GPTTrainer):
-        raise TypeError(_("save_gpt_checkpoint saves a walkthrough.GPTTrainer, got {type}; "
-                        "a Trainer (the encoder-decoder) is saved with save_checkpoint").format(
-                            type=type(trainer).__name__))
-    path = validate_checkpoint_path(path, for_writing=True)
-    write_checkpoint(path, GPT_CHECKPOINT_FORMAT, {"settings": asdict(trainer.settings), "itos": trainer.vocab.itos,
-                                                   **trainer.state_dict(optimizer)})
-
-
-def load_gpt_checkpoint(path: str | Path, allow_untrained: bool = False) -> GPTTrainer:
-    """Rebuild a GPTTrainer from ``save_gpt_checkpoint``'s file, checked whole first (read as plain data: no
-    code from it runs). The global random state is left as it was (building the trainer seeds it).
-    ``allow_untrained``: as for ``load_checkpoint``."""
-    state = read_checkpoint(path, GPT_CHECKPOINT_FORMAT, allow_untrained)
-    path = Path(path)
-    with torch.random.fork_rng(devices=[]):  # the CPU generator only: training here is on the CPU
-        trainer = GPTTrainer(settings_from(state, GPTSettings, path))
-    if state["itos"] != trainer.vocab.itos:
-        raise ValueError(_("{path} was trained with another vocabulary than this task's; retrain it").format(path=path))
-    restore(trainer, state, path)
-    return trainer

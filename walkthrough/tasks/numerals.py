@@ -8,7 +8,7 @@ training.py, the checkpoint file format in checkpoints.py.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -21,14 +21,7 @@ from ..model.decoding import greedy_decode
 from ..model.loss import sequence_loss
 from ..model.memory_guard import check_fits_in_memory
 from ..model.transformer import Transformer
-from .checkpoints import (
-    CHECKPOINT_FORMAT,
-    read_checkpoint,
-    restore,
-    settings_from,
-    validate_checkpoint_path,
-    write_checkpoint,
-)
+from .checkpoints import CHECKPOINT_FORMAT, REBUILT_BY, restore, settings_from
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
 from .training import (
     Batch,
@@ -105,6 +98,8 @@ class Trainer(TrainingLoop):
     run drops out as the run it continues did.
     """
 
+    checkpoint_format = CHECKPOINT_FORMAT
+
     def __init__(self, settings: TrainSettings = TrainSettings(), pairs: list[tuple[str, str]] | None = None,
                  dropout: float = 0.0):
         if type(settings) is not TrainSettings:  # a subclass (GPTSettings) describes another model
@@ -148,6 +143,22 @@ class Trainer(TrainingLoop):
     def score(self) -> float:
         return self.accuracy(held_out_pairs(500) if self.pairs is None else self.pairs)
 
+    def checkpoint_data(self) -> dict:
+        """What rebuilds this trainer besides its settings (``save_checkpoint``): its pairs, vocabularies, dropout."""
+        return {"pairs": self.pairs, "src_itos": self.src_vocab.itos, "tgt_itos": self.tgt_vocab.itos,
+                "dropout": self.model.cfg.dropout}
+
+    @classmethod
+    def from_checkpoint(cls, state: dict, path: Path) -> Trainer:
+        """The trainer ``state`` (a checked checkpoint, ``load_checkpoint``) describes, its weights and history in."""
+        pairs = state["pairs"] and [tuple(pair) for pair in state["pairs"]]
+        trainer = cls(settings_from(state, TrainSettings, path), pairs, dropout=state.get("dropout", 0.0))
+        if state["src_itos"] != trainer.src_vocab.itos or state["tgt_itos"] != trainer.tgt_vocab.itos:
+            raise ValueError(_("{path} was trained with other vocabularies than its task's; "
+                             "its translations would be meaningless: retrain it").format(path=path))
+        restore(trainer, state, path)
+        return trainer
+
     def translate(self, texts: list[str]) -> list[str]:
         """Greedy translations, on the trainer's threads (one: small steps, no waiting on a busy machine)."""
         with torch_threads(self.threads):
@@ -156,6 +167,9 @@ class Trainer(TrainingLoop):
     def accuracy(self, pairs: list[tuple[str, str]]) -> float:
         """Share of pairs translated exactly (``exact_match``)."""
         return exact_match(self.translate, pairs)
+
+
+REBUILT_BY[CHECKPOINT_FORMAT] = Trainer
 
 
 def validate_texts(texts, example: str = "三百", kind: str = N_("string")) -> None:
@@ -222,39 +236,6 @@ def cross_attention_map(trainer: Trainer, zh: str, en: str, layer: int = -1):
     weights = trainer.model.decoder.layers[layer].cross_attn.attn_weights[0].mean(0)  # [L_tgt, L_src]
     predicted = [trainer.tgt_vocab.itos[i] for i in batch.labels[0]]
     return weights, predicted, chinese_tokens(zh)
-
-
-def save_checkpoint(trainer: Trainer, path: str | Path, optimizer: bool = True) -> None:
-    """Weights (with their digest), history, step, settings and vocabularies, and (``optimizer=True``) all a
-    resume needs.
-
-    Without the optimiser's state the file is a third of the size: enough to translate and score, not
-    to resume training (the shipped, fully trained checkpoint is saved that way).
-    """
-    if not isinstance(trainer, Trainer):
-        raise TypeError(_("save_checkpoint saves a walkthrough.Trainer (the encoder-decoder), got "
-                        "{type}; a GPTTrainer is saved with save_gpt_checkpoint").format(type=type(trainer).__name__))
-    path = validate_checkpoint_path(path, for_writing=True)
-    write_checkpoint(path, CHECKPOINT_FORMAT, {
-        "settings": asdict(trainer.settings), "pairs": trainer.pairs, "src_itos": trainer.src_vocab.itos,
-        "tgt_itos": trainer.tgt_vocab.itos, "dropout": trainer.model.cfg.dropout, **trainer.state_dict(optimizer)})
-
-
-def load_checkpoint(path: str | Path, allow_untrained: bool = False) -> Trainer:
-    """Rebuild a Trainer from ``save_checkpoint``'s file, checked whole first (``read_checkpoint``).
-    Without optimiser state it translates but cannot train. The global random state is left as it was (building
-    the Trainer seeds it): a ``torch.rand`` after loading draws what it would have drawn without the load.
-    ``allow_untrained``: load a model saved before its first step too (refused by default, as a likely mistake)."""
-    state = read_checkpoint(path, CHECKPOINT_FORMAT, allow_untrained)
-    path = Path(path)
-    pairs = state["pairs"] and [tuple(pair) for pair in state["pairs"]]
-    with torch.random.fork_rng(devices=[]):  # the CPU generator only: training here is on the CPU
-        trainer = Trainer(settings_from(state, TrainSettings, path), pairs, dropout=state.get("dropout", 0.0))
-    if state["src_itos"] != trainer.src_vocab.itos or state["tgt_itos"] != trainer.tgt_vocab.itos:
-        raise ValueError(_("{path} was trained with other vocabularies than its task's; "
-                         "its translations would be meaningless: retrain it").format(path=path))
-    restore(trainer, state, path)
-    return trainer
 
 
 def held_out_pairs(count: int = 500) -> list[tuple[str, str]]:

@@ -210,6 +210,12 @@ class TrainingLoop:
         self.lrs: list[float] = []
         self.resumable = True  # False after loading weights without the optimiser's state
 
+    checkpoint_format: str | None = None  # a task's trainer names its checkpoint's format (checkpoints.KINDS)
+
+    def files_beside(self, path) -> dict:
+        """Files a task writes beside its checkpoint at ``path`` ({path: text}): none unless the task has some."""
+        return {}
+
     @property
     def schedule(self) -> dict:
         """What fixes the learning rate of every step: a state trained on another schedule does not fit."""

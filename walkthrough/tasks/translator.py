@@ -18,7 +18,7 @@ import unicodedata
 import warnings
 from array import array
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -34,15 +34,7 @@ from ..model.transformer import Transformer
 from ..text.bpe import BYTE_OF, gpt2_bpe
 from ..text.corpus import cedict_dictionary
 from ..text.sentences import LICENCE_NOTE, sentence_pairs
-from .checkpoints import (
-    TRANSLATOR_CHECKPOINT_FORMAT,
-    read_checkpoint,
-    save_whole,
-    settings_from,
-    shipped_file,
-    validate_checkpoint_path,
-    write_checkpoint,
-)
+from .checkpoints import REBUILT_BY, TRANSLATOR_CHECKPOINT_FORMAT, settings_from
 from .data import EOS, PAD, SOS, UNK, Vocab, pad_batch
 from .numerals import TrainSettings, validate_texts
 from .training import (
@@ -55,7 +47,6 @@ from .training import (
 SPECIAL_TOKENS = [PAD, SOS, EOS, UNK]  # ids 0..3, as every Vocab of the package: pad_id is 0 everywhere
 MIN_VOCAB_SIZE = 256 + len(SPECIAL_TOKENS)  # every byte, then the special tokens: no merge yet
 MAX_TOKENS = 64  # a sentence's tokens fed to the model (the longest Chinese kept, 32 characters, is at most 48)
-SHIPPED_CHECKPOINT = "tatoeba.pt"  # in checkpoints/, made by scripts/make_checkpoints.py
 SORTED_RUN = 50  # batches sorted by length together: long enough to pad little, short enough to stay random
 MAX_NEW_TOKENS = 48  # the longest English the model writes, in tokens (the longest train sentence: 40)
 
@@ -94,6 +85,11 @@ class TranslatorSettings(TrainSettings):
                            max_len=MAX_TOKENS + 2, dropout=self.dropout, pad_id=Vocab.pad_id, share_embeddings=True)
 
 
+def tokenizer_path(checkpoint: Path) -> Path:
+    """The tokenizer's file beside its checkpoint: ``tatoeba.pt`` -> ``tatoeba_tokenizer.json``."""
+    return checkpoint.with_name(f"{checkpoint.stem}_tokenizer.json")
+
+
 def fine_tune_data(pairs: list[tuple[str, str]], repeats: int = 24, others: int = 1000,
                    seed: int = 0) -> list[tuple[str, str]]:
     """A class's (zh, en) sentences, each ``repeats`` times, mixed with ``others`` train pairs drawn with ``seed``.
@@ -123,6 +119,21 @@ class Translator:
         tokenizer.encode_special_tokens = True
         self.model, self.tokenizer = model, tokenizer
         self.settings, self.step, self.losses = settings, step, list(losses or [])
+
+    @classmethod
+    def from_checkpoint(cls, state: dict, path: Path) -> Translator:
+        """The translator ``state`` (a checked checkpoint, ``load_checkpoint``) holds, ready to translate."""
+        from tokenizers import Tokenizer
+
+        settings = settings_from(state, TranslatorSettings, path)
+        tokenizer = Tokenizer.from_str(state["tokenizer"])
+        model = Transformer(settings.model_config(tokenizer.get_vocab_size()))
+        try:
+            model.load_state_dict(state["model"])
+        except RuntimeError as err:
+            raise ValueError(_("{path}: its weights do not fit the settings stored with them ({err}); "
+                               "save it again").format(path=path, err=str(err).splitlines()[0])) from None
+        return cls(model.eval(), tokenizer, settings, state["step"], state["losses"])
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text).ids[:MAX_TOKENS]
@@ -208,6 +219,9 @@ class Translator:
         return total / tokens
 
 
+REBUILT_BY[TRANSLATOR_CHECKPOINT_FORMAT] = Translator
+
+
 class TranslatorTrainer(TrainingLoop):
     """The translation task on ``TrainingLoop``: a fixed shuffle per epoch (from the seed), so step ``s``'s batch
     is the same in every run and a resumed run sees the same data.
@@ -215,6 +229,8 @@ class TranslatorTrainer(TrainingLoop):
     By default a new model on the train split of ``sentence_pairs``; given ``model`` (a loaded translator's), it
     trains that one further (a fine-tune), and given ``pairs``, on those pairs instead.
     """
+
+    checkpoint_format = TRANSLATOR_CHECKPOINT_FORMAT
 
     def __init__(self, settings: TranslatorSettings, tokenizer, threads: int = 1, model: Transformer | None = None,
                  pairs: list[tuple[str, str]] | None = None):
@@ -273,6 +289,19 @@ class TranslatorTrainer(TrainingLoop):
             batches += [chunk[i:i + size] for i in range(0, len(chunk), size)]
         rng.shuffle(batches)
         return batches
+
+    def checkpoint_data(self) -> dict:
+        """What rebuilds the translator besides its settings (``save_checkpoint``): its tokenizer's JSON, so the
+        weights and their vocabulary cannot be mixed up (the file beside it is for reading and for other tools)."""
+        return {"tokenizer": self.translator.tokenizer.to_str()}
+
+    def files_beside(self, path: Path) -> dict[Path, str]:
+        """The tokenizer and the licence note (CC BY 2.0 FR, as the sentences), written beside the checkpoint."""
+        tokenizer = tokenizer_path(path)
+        return {tokenizer: self.translator.tokenizer.to_str(),
+                path.with_name(f"{path.stem}_LICENCE.json"): json.dumps(
+                    {"files": [path.name, tokenizer.name], "licence": "CC BY 2.0 FR", "note": LICENCE_NOTE},
+                    indent=1) + "\n"}
 
     def loss(self, model: Transformer, batch: Batch) -> torch.Tensor:
         logits = model(batch.src, batch.tgt_in)  # [B, L_tgt, V]
@@ -362,57 +391,3 @@ def word_for_word(texts: list[str]) -> list[str]:
             start = end
         guesses.append(re.sub(r" ([.,!?;:])", r"\1", " ".join(word for word in words if word.strip())))
     return guesses
-
-
-def tokenizer_path(checkpoint: Path) -> Path:
-    """The tokenizer's file beside its checkpoint: ``tatoeba.pt`` -> ``tatoeba_tokenizer.json``."""
-    return checkpoint.with_name(f"{checkpoint.stem}_tokenizer.json")
-
-
-def licence_path(checkpoint: Path) -> Path:
-    """The licence note beside a checkpoint: ``tatoeba.pt`` -> ``tatoeba_LICENCE.json``."""
-    return checkpoint.with_name(f"{checkpoint.stem}_LICENCE.json")
-
-
-def save_translator(trainer: TranslatorTrainer, path: str | Path, optimizer: bool = False) -> None:
-    """The weights, settings and history (``optimizer=True``: all a resume needs), and beside it the tokenizer and
-    the licence note, each written whole or not at all.
-
-    The tokenizer is stored in the checkpoint too (its JSON, covered by the digest), so the pair cannot be
-    mixed up; the file beside it is for reading and for other tools. A full disk after the checkpoint is
-    written says which files were saved and which were not.
-    """
-    path = validate_checkpoint_path(path, for_writing=True)
-    tokenizer_json = trainer.translator.tokenizer.to_str()
-    write_checkpoint(path, TRANSLATOR_CHECKPOINT_FORMAT, {
-        "settings": asdict(trainer.settings), "tokenizer": tokenizer_json, **trainer.state_dict(optimizer)})
-    beside = {tokenizer_path(path): tokenizer_json,
-              licence_path(path): json.dumps({"files": [path.name, tokenizer_path(path).name],
-                                              "licence": "CC BY 2.0 FR", "note": LICENCE_NOTE}, indent=1) + "\n"}
-    for written, (file, text) in enumerate(beside.items()):
-        try:
-            save_whole(text, file)
-        except OSError as err:
-            missing = ", ".join(str(name) for name in list(beside)[written:])
-            raise OSError(_("{path} was saved (load_translator reads it alone), but not {missing}: {err}").format(
-                path=path, missing=missing, err=err)) from err
-
-
-def load_translator(path: str | Path | None = None, allow_untrained: bool = False) -> Translator:
-    """The shipped translator (``checkpoints/tatoeba.pt``), or the one saved at ``path``, ready to translate.
-    ``allow_untrained``: as for ``load_checkpoint``."""
-    from tokenizers import Tokenizer
-
-    path = Path(shipped_file("checkpoints", SHIPPED_CHECKPOINT) if path is None else path)
-    state = read_checkpoint(path, TRANSLATOR_CHECKPOINT_FORMAT, allow_untrained)
-    settings = settings_from(state, TranslatorSettings, path)
-    tokenizer = Tokenizer.from_str(state["tokenizer"])
-    with torch.random.fork_rng(devices=[]):  # building draws initial weights: the caller's random stream stays
-        model = Transformer(settings.model_config(tokenizer.get_vocab_size()))
-    try:
-        model.load_state_dict(state["model"])
-    except RuntimeError as err:
-        raise ValueError(_("{path}: its weights do not fit the settings stored with them ({err}); "
-                         "save it again").format(path=path, err=str(err).splitlines()[0])) from None
-    model.eval()
-    return Translator(model, tokenizer, settings, state["step"], state["losses"])
