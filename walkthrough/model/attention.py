@@ -114,6 +114,7 @@ class MultiHeadAttention(nn.Module):
         check_heads(d_model, num_heads, num_kv_heads)
         self.num_heads = num_heads
         self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        self.grouped = self.num_kv_heads != num_heads  # grouped-query attention: fewer K/V heads than query heads
         self.d_k = d_model // num_heads
         if rope:
             check_rope_pairs(self.d_k)
@@ -162,13 +163,12 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:
             record("k_cached", k)
 
-        grouped = self.num_kv_heads != self.num_heads
         if not self.keep_weights:  # the fast path: PyTorch's fused kernel, no [L_q, L_k] weights made
             self.attn_weights = None
-            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=grouped,
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.grouped,
                                                      dropout_p=self.dropout.p if self.training else 0.0)
         else:  # the same attention written out, its weights kept for a figure or a trace
-            if grouped:  # each K/V head serves its group of query heads
+            if self.grouped:  # each K/V head serves its group of query heads
                 k, v = record("k_grouped", self.expand_kv(k)), record("v_grouped", self.expand_kv(v))
             # [B, H, L_q, d_k] and [B, H, L_q, L_k]; the mask was checked on entry
             context, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout, checked=True)
