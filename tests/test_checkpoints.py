@@ -36,6 +36,7 @@ spec.loader.exec_module(script)
 TIGHT_STEPS = 10
 
 
+@pytest.mark.classroom  # re-trains each shipped model's first steps: 17 s
 @pytest.mark.parametrize("name", sorted(script.SHIPPED))
 def test_the_shipped_checkpoint_is_what_its_script_makes(name):
     shipped = script.SHIPPED[name]
@@ -383,6 +384,7 @@ while time.monotonic() < until:
 """
 
 
+@pytest.mark.classroom  # two processes, each importing torch: 8 s
 def test_two_processes_saving_to_one_path_leave_one_whole_file(tmp_path):
     """Two real processes save different trainers to one path for 3 s while this one reads it: every read,
     and the file left at the end, is one whole checkpoint or the other (never a mix, never a truncated file)."""

@@ -210,6 +210,7 @@ def test_the_translator_refuses_what_only_the_numeral_run_takes(flags, flag, mon
         capsys.readouterr().err
 
 
+@pytest.mark.classroom  # builds the translator's tokenizer and data: 7 s
 def test_ctrl_c_in_the_translators_run_saves_what_was_trained(tmp_path, monkeypatch, capsys):
     from walkthrough.tasks import translator
 

@@ -36,6 +36,7 @@ def test_the_shipped_translator_says_good_morning(shipped):
 
 # The shipped model's test-split scores (greedy, all 2,000 pairs, sacrebleu 2.6 defaults) and the two baselines',
 # as scripts/make_checkpoints.py measured them into the manifest; recomputed here from the files.
+@pytest.mark.classroom  # translates the 2,000 test pairs: 19 s
 def test_the_model_beats_both_baselines_on_the_test_split_and_the_scores_are_the_manifests(shipped):
     test = wt.sentence_pairs("test")
     zh, en = [z for z, _ in test], [e for _, e in test]
@@ -108,6 +109,7 @@ def notebook_class_sentences() -> list[tuple[str, str]]:
     return ast.literal_eval(assignment.value)
 
 
+@pytest.mark.classroom  # notebook 17's fine-tune: 11 s
 def test_the_notebooks_fine_tune_fixes_the_class_sentences_and_keeps_the_validation_loss():
     """Notebook 17's live fine-tune, its settings: the shipped model gets every class sentence wrong before and
     right after, while the plain cross-entropy of the 500 validation pairs rises by less than 0.1."""
@@ -277,6 +279,7 @@ def cli(*args):
     return subprocess.run([sys.executable, "-m", "walkthrough", *args], capture_output=True, text=True, cwd=ROOT)
 
 
+@pytest.mark.classroom  # a process that loads the translator: 2-5 s
 def test_cli_translate_prints_one_line_per_sentence_and_its_help_says_what_it_knows():
     run = cli("translate", "我是学生。", "我饿了。")
     assert run.returncode == 0, run.stderr
@@ -285,6 +288,7 @@ def test_cli_translate_prints_one_line_per_sentence_and_its_help_says_what_it_kn
     assert "Tatoeba" in helped.stdout and "everyday" in helped.stdout
 
 
+@pytest.mark.classroom  # a process that loads the translator: 2-5 s
 def test_cli_translate_bad_input_is_a_message_not_a_traceback():
     run = cli("translate", "早上好！", " ")
     assert run.returncode == 2 and run.stderr.startswith("error: texts[1] is blank"), run.stderr
@@ -293,12 +297,14 @@ def test_cli_translate_bad_input_is_a_message_not_a_traceback():
     assert missing.returncode == 2 and "train and save_checkpoint first" in missing.stderr, missing.stderr
 
 
+@pytest.mark.classroom  # a process that loads the translator: 2-5 s
 @pytest.mark.parametrize("text", ["😀🎉", "ᏣᎳᎩ ⵜⴰⵎⴰⵣⵉⵖⵜ", "早上好" * 3334])
 def test_cli_translates_emoji_unknown_scripts_and_a_long_paste(text):
     run = cli("translate", text)
     assert run.returncode == 0 and len(run.stdout.splitlines()) == 1, run.stderr
 
 
+@pytest.mark.classroom  # a process that loads the translator: 2-5 s
 def test_cli_translate_bytes_that_are_not_utf8_is_a_message_not_a_traceback():
     run = subprocess.run([sys.executable, "-m", "walkthrough", "translate", "早上好".encode() + b"\xff"],
                          capture_output=True, cwd=ROOT)
@@ -307,6 +313,7 @@ def test_cli_translate_bytes_that_are_not_utf8_is_a_message_not_a_traceback():
     assert "Traceback" not in stderr
 
 
+@pytest.mark.classroom  # the command line's whole sentence run: 13 s
 def test_cli_trains_the_sentence_task(tmp_path):
     run = cli("train", "--task", "sentences", "--steps", "2", "--batch-size", "8", "--save", str(tmp_path / "c.pt"))
     assert run.returncode == 0, run.stderr
