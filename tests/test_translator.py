@@ -72,7 +72,7 @@ def test_save_and_load_round_trip_with_the_tokenizer_and_licence_beside(tmp_path
     trainer = tiny_trainer()
     trainer.run(progress=False)
     path = tmp_path / "tiny.pt"
-    wt.save_checkpoint(trainer, path, optimizer=False)
+    wt.save_checkpoint(trainer, path)
     loaded = wt.load_checkpoint(path)
     assert loaded.settings == trainer.settings and loaded.step == 3 and loaded.losses == trainer.losses
     for (name, a), b in zip(trainer.model.state_dict().items(), loaded.model.state_dict().values()):
@@ -83,6 +83,18 @@ def test_save_and_load_round_trip_with_the_tokenizer_and_licence_beside(tmp_path
     note = json.loads((tmp_path / "tiny_LICENCE.json").read_text())
     assert note["licence"] == "CC BY 2.0 FR" and note["files"] == ["tiny.pt", "tiny_tokenizer.json"]
     assert "Tatoeba" in note["note"] and "sentence ids" in note["note"]
+
+
+def test_by_default_only_a_file_that_resumes_keeps_the_optimisers_state(tmp_path):
+    """load_checkpoint gives the translator back ready to translate, never as a trainer: its Adam moments (twice
+    the weights) would be written and never read. A numeral trainer's file resumes, so it keeps them."""
+    translator_trainer, numeral_trainer = tiny_trainer(), wt.Trainer(wt.TrainSettings(d_model=16, d_ff=32, steps=2))
+    for trainer, kept in ((translator_trainer, False), (numeral_trainer, True)):
+        trainer.run(progress=False)
+        wt.save_checkpoint(trainer, tmp_path / "x.pt")
+        assert ("optimizer" in torch.load(tmp_path / "x.pt", weights_only=True)) is kept
+    wt.save_checkpoint(translator_trainer, tmp_path / "x.pt", optimizer=True)  # asked for: kept
+    assert "optimizer" in torch.load(tmp_path / "x.pt", weights_only=True)
 
 
 def test_the_same_seed_trains_the_same_steps():
@@ -148,7 +160,7 @@ def test_a_fine_tune_whose_settings_do_not_fit_the_model_is_refused_before_train
 
 
 def test_an_untrained_translator_is_refused_unless_allowed(tmp_path):
-    wt.save_checkpoint(tiny_trainer(), tmp_path / "tiny.pt", optimizer=False)
+    wt.save_checkpoint(tiny_trainer(), tmp_path / "tiny.pt")
     with pytest.raises(ValueError, match=r"tiny\.pt holds an untrained model \(step 0\)"):
         wt.load_checkpoint(tmp_path / "tiny.pt")
     assert wt.load_checkpoint(tmp_path / "tiny.pt", allow_untrained=True).step == 0
@@ -238,7 +250,7 @@ def test_a_full_disk_after_the_checkpoint_says_what_was_and_was_not_saved(tmp_pa
     path = tmp_path / "tiny.pt"
     with pytest.raises(OSError, match=r"tiny\.pt was saved \(load_checkpoint reads it alone\), but not "
                                       r".*tiny_tokenizer\.json, .*tiny_LICENCE\.json"):
-        wt.save_checkpoint(trainer, path, optimizer=False)
+        wt.save_checkpoint(trainer, path)
     assert wt.load_checkpoint(path).step == 3
     assert not (tmp_path / "tiny_tokenizer.json").exists() and not (tmp_path / "tiny_LICENCE.json").exists()
 

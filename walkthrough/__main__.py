@@ -95,7 +95,7 @@ def _given_settings(args) -> dict:
             if name != "dropout" and getattr(args, name) is not None}
 
 
-def _stopped_by_ctrl_c(args, trainer, next_step: str, optimizer: bool = True) -> int:
+def _stopped_by_ctrl_c(args, trainer, next_step: str) -> int:
     """Ctrl-C during training: every finished step is recorded whole (``TrainingLoop``), so what was trained is
     saved where --save says, and ``next_step`` says what to do with it. 130 is the exit code of a program stopped
     by Ctrl-C."""
@@ -106,7 +106,7 @@ def _stopped_by_ctrl_c(args, trainer, next_step: str, optimizer: bool = True) ->
         print(_("{where}: not saved (pass --save FILE to keep what an interrupted run trained)").format(where=where),
               file=sys.stderr)
     else:
-        save_checkpoint(trainer, args.save, optimizer)
+        save_checkpoint(trainer, args.save)
         print(_("{where}: saved to {path}; {next_step}").format(where=where, path=args.save, next_step=next_step),
               file=sys.stderr)
     return 130
@@ -177,9 +177,9 @@ def _train_sentences(args) -> int:
     try:
         print(trainer.run(seconds=args.seconds, evaluate=False), file=sys.stderr)
     except KeyboardInterrupt:
-        return _stopped_by_ctrl_c(args, trainer, _("load it with walkthrough.load_checkpoint"), optimizer=False)
+        return _stopped_by_ctrl_c(args, trainer, _("load it with walkthrough.load_checkpoint"))
     if args.save is not None:
-        save_checkpoint(trainer, args.save, optimizer=False)
+        save_checkpoint(trainer, args.save)
     validation = sentence_pairs("validation")
     print(_("validation loss: {loss:.3f} ({count} pairs)").format(loss=trainer.translator.loss(validation),
                                                                    count=len(validation)))

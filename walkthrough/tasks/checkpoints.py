@@ -175,14 +175,18 @@ def save_whole(data, path: Path) -> None:
         os.close(folder)
 
 
-def save_checkpoint(trainer, path: str | Path, optimizer: bool = True) -> None:
+def save_checkpoint(trainer, path: str | Path, optimizer: bool | None = None) -> None:
     """Any task's trainer (``Trainer``, ``GPTTrainer``, ``TranslatorTrainer``) to ``path``: its weights with their
     digest, history, step, settings and what its task needs to rebuild it (``trainer.checkpoint_data()``), and with
     ``optimizer`` all a resume needs (without, a third of the size: enough to use the model, not to train on).
+    ``optimizer=None``: only where ``load_checkpoint`` gives back a trainer that could resume; the translator's
+    gives back the model, ready to translate, so its optimiser's state would be 46 MB never read.
     Files a task keeps beside it (the translator's tokenizer and licence note) are written after it, each whole."""
     if getattr(trainer, "checkpoint_format", None) not in KINDS:
         raise TypeError(_("save_checkpoint saves a task's trainer (a walkthrough.Trainer, GPTTrainer or "
                           "TranslatorTrainer), got {type}").format(type=type(trainer).__name__))
+    if optimizer is None:
+        optimizer = REBUILT_BY[trainer.checkpoint_format] is type(trainer)
     path = validate_checkpoint_path(path, for_writing=True)
     state = {"format": trainer.checkpoint_format, "settings": dataclasses.asdict(trainer.settings),
              **trainer.checkpoint_data(), **trainer.state_dict(optimizer)}
