@@ -185,11 +185,10 @@ def save_checkpoint(trainer, path: str | Path, optimizer: bool | None = None) ->
     if getattr(trainer, "checkpoint_format", None) not in KINDS:
         raise TypeError(_("save_checkpoint saves a task's trainer (a walkthrough.Trainer, GPTTrainer or "
                           "TranslatorTrainer), got {type}").format(type=type(trainer).__name__))
-    if optimizer is None:
-        optimizer = REBUILT_BY[trainer.checkpoint_format] is type(trainer)
+    resumes = REBUILT_BY[trainer.checkpoint_format] is type(trainer)  # its loader gives back this trainer
     path = validate_checkpoint_path(path, for_writing=True)
     state = {"format": trainer.checkpoint_format, "settings": dataclasses.asdict(trainer.settings),
-             **trainer.checkpoint_data(), **trainer.state_dict(optimizer)}
+             **trainer.checkpoint_data(), **trainer.state_dict(resumes if optimizer is None else optimizer)}
     save_whole(state | {"sha256": digest(state)}, path)
     beside = trainer.files_beside(path)
     for written, (file, text) in enumerate(beside.items()):
