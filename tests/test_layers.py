@@ -42,6 +42,7 @@ LAYERS = {
     "text.sentences": 10,                        # the real sentences (Tatoeba) notebook 17 translates
     "text.bpe": 11,                              # text to ids: byte-pair encoding by hand, on the corpus (16)
     "tasks.training": 11, "tasks.numerals": 12, "tasks.language_model": 13,
+    "tasks.class_sentences": 12,                 # what a class types: the class set, its checks, the made pairs
     "tasks.translator": 13,                      # the Tatoeba translator (notebook 17), beside the language model
     "tasks.distributed": 12,                     # any training loop, its batch split across torchrun's processes
     "classroom.viz": 14, "classroom.quiz": 14,   # teaching

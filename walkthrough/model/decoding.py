@@ -146,17 +146,18 @@ def _finished_token(model: Transformer | GPT, eos_id: int | None) -> int | None:
 
 
 def _decode(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int, sos_id: int | None,
-            eos_id: int | None, use_cache: bool, choose: Callable[[torch.Tensor], torch.Tensor]
-            ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+            eos_id: int | None, use_cache: bool, choose: Callable[[torch.Tensor], torch.Tensor],
+            no_repeat: bool = False) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """The loop of greedy and sampled decoding (inputs already checked): ``choose`` turns each step's logits
-    [B, V] into ids [B]; yields (the sequences so far [B, t+1], that step's logits [B, V])."""
+    [B, V] into ids [B]; yields (the sequences so far [B, t+1], that step's logits [B, V], the model's own).
+    ``no_repeat``: never choose the token just written again (a small model's "hundred hundred hundred")."""
     with _evaluating(model):
         next_logits = _NextLogits(model, inputs, sos_id, use_cache)
         ys = next_logits.start  # [B, 1] (sos) or [B, L_p] (the prompt)
         finished = torch.zeros(ys.size(0), dtype=torch.bool, device=ys.device)  # [B]
         for _step in range(max_new_tokens):
             logits = next_logits(ys)  # [B, V]
-            next_id = choose(logits)  # [B]
+            next_id = choose(logits.scatter(1, ys[:, -1:], float("-inf")) if no_repeat else logits)  # [B]
             if eos_id is not None:
                 next_id = next_id.masked_fill(finished, _finished_token(model, eos_id))
                 finished |= next_id == eos_id
@@ -168,14 +169,16 @@ def _decode(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int,
 
 @torch.no_grad()
 def greedy_steps(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int, sos_id: int | None = None,
-                 eos_id: int | None = None, use_cache: bool = True) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+                 eos_id: int | None = None, use_cache: bool = True, no_repeat: bool = False
+                 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """``greedy_decode`` one step at a time: yields (the sequences so far [B, t+1], that step's probabilities
-    [B, V]) per step, the sequences growing by one column each time.
+    [B, V]) per step, the sequences growing by one column each time. ``no_repeat``: the best token other than the
+    one just written.
 
     ``sos_id``, ``eos_id``: as for every verb (the module's docstring).
     """
     _check_start(model, inputs, max_new_tokens, sos_id, eos_id)
-    for ys, logits in _decode(model, inputs, max_new_tokens, sos_id, eos_id, use_cache, _greedy):
+    for ys, logits in _decode(model, inputs, max_new_tokens, sos_id, eos_id, use_cache, _greedy, no_repeat):
         yield ys, logits.softmax(-1)
 
 
@@ -184,7 +187,7 @@ def _greedy(logits: torch.Tensor) -> torch.Tensor:
 
 
 def greedy_decode(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int, sos_id: int | None = None,
-                  eos_id: int | None = None, use_cache: bool = True) -> torch.Tensor:
+                  eos_id: int | None = None, use_cache: bool = True, no_repeat: bool = False) -> torch.Tensor:
     """The most likely token at every step. Encoder-decoder: src [B, L_src] -> ids [B, T] starting with ``sos``,
     T <= 1 + max_new_tokens. GPT: prompt [B, L_p] -> [B, L_p + T], T <= max_new_tokens; prompts of different
     lengths go in one batch left-padded (``wt.left_pad``), and each row gets the tokens it gets alone.
@@ -193,7 +196,7 @@ def greedy_decode(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens
 
     One step's probabilities are alive at a time (``greedy_steps`` hands each over and drops it).
     """
-    for prefix, _probs in greedy_steps(model, inputs, max_new_tokens, sos_id, eos_id, use_cache):
+    for prefix, _probs in greedy_steps(model, inputs, max_new_tokens, sos_id, eos_id, use_cache, no_repeat):
         ys = prefix  # the step's [B, V] probabilities are dropped as the next step's arrive
     return ys
 
