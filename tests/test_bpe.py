@@ -173,6 +173,17 @@ def test_bad_input_is_named(call, error, words):
     assert all(word in str(raised.value) for word in words), str(raised.value)
 
 
+@pytest.mark.parametrize("train", ["train", "train_fast"])
+@pytest.mark.parametrize("texts", [["ok", None], ["ok", "a\ud800"]])
+def test_a_refused_training_leaves_the_trained_tokenizer_as_it_was(train, texts):
+    """Issue 46: the texts were checked after the tokenizer had started afresh, so a refusal wiped its merges."""
+    tokenizer = wt.BPETokenizer().train(["abab abab"], 262)
+    merges, vocab = dict(tokenizer.merges), list(tokenizer.vocab)
+    with pytest.raises((TypeError, ValueError), match="texts"):
+        getattr(tokenizer, train)(texts, 300)
+    assert tokenizer.merges == merges and tokenizer.vocab == vocab and len(merges) == 3
+
+
 @pytest.mark.parametrize(("phrase", "shown"), [
     ("早上好 good morning", "L = "), ("", "type a phrase"), ("   ", "type a phrase"), ("😀🎉", "L = 8 tokens"),
     ("ᚠᛇᚻ ∮ E⋅da", "L = "), ("早" * 10_000, "the first 200 characters of 10000"), ("a\ud800", "lone surrogate"),

@@ -5,9 +5,11 @@ import dataclasses
 import errno
 import importlib.util
 import io
+import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import torch
 from torch import nn
 
 import walkthrough as wt
-from walkthrough.tasks import checkpoints
+from walkthrough.tasks import checkpoints, translator
 from walkthrough.tasks.training import TrainingLoop
 from walkthrough.tasks.translator import Translator
 
@@ -178,6 +180,16 @@ def test_a_checkpoint_of_an_earlier_format_says_so(tmp_path):
         wt.load_checkpoint(path)
 
 
+def test_a_checkpoint_of_a_newer_format_says_so(tmp_path):
+    """Issue 46: a file a newer version wrote was "a torch file but not a walkthrough checkpoint"."""
+    path, state = saved(tmp_path)
+    state["format"] = "walkthrough-checkpoint-3"
+    forge(path, state)
+    with pytest.raises(ValueError, match=r"ckpt\.pt was saved by a newer version of walkthrough "
+                                        r"\(walkthrough-checkpoint-3\) than this one: update this copy of the series"):
+        wt.load_checkpoint(path)
+
+
 def test_a_byte_flipped_in_the_format_is_damage_not_an_earlier_version(tmp_path):
     """Issue #40: "walkthrough-checkpoint-2" with one byte changed was reported as "saved by an earlier version"
     (any format starting walkthrough- was). The format is covered by the digest: a change to it is damage."""
@@ -222,6 +234,64 @@ def test_a_path_ending_in_a_separator_is_a_folder_and_refused(tmp_path, monkeypa
                                          r"add a file name, e\.g\. newdir/numerals\.pt"):
         wt.save_checkpoint(trainer, "newdir/")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name,message", [
+    ("a" * 300 + ".pt", r"path: the file name a{20}\.\.\. is 303 bytes, longer than a file name may be \(230\): give "
+                        r"a shorter name"),
+    ("a\0b.pt", r"path 'a\\x00b\.pt' holds a NUL character, which no file name may hold: remove it"),
+])
+def test_a_name_no_file_can_have_is_refused_before_saving_or_loading(tmp_path, monkeypatch, name, message):
+    """Issue 46: a raw OSError (Errno 36, file name too long) and ValueError (embedded null byte)."""
+    monkeypatch.chdir(tmp_path)
+    for call in (lambda: wt.save_checkpoint(wt.Trainer(TINY), name), lambda: wt.load_checkpoint(name)):
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_loading_a_pipe_is_refused_instead_of_waiting_forever(tmp_path):
+    """Issue 46: load_checkpoint read a FIFO before any check, and waited for a writer forever (here a writer comes,
+    so a reader that waits gets an empty file and the test fails instead of hanging)."""
+    pipe = tmp_path / "pipe.pt"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=lambda: os.close(os.open(pipe, os.O_WRONLY)))
+    writer.start()
+    try:
+        with pytest.raises(ValueError, match=r"pipe\.pt is not a file \(a pipe or a device, say\): give the \.pt "
+                                            r"file that save_checkpoint wrote"):
+            wt.load_checkpoint(pipe)
+    finally:
+        while writer.is_alive():  # the writer waits for a reader: one that opens and leaves at once
+            os.close(os.open(pipe, os.O_RDONLY | os.O_NONBLOCK))
+            writer.join(0.1)
+
+
+@pytest.mark.parametrize("optimizer", ["no", 0, 1, "False"])
+def test_the_optimizer_flag_is_true_false_or_none(tmp_path, optimizer):
+    """Issue 46: optimizer="no" saved the optimiser's state (any truthy value counted as True)."""
+    with pytest.raises(TypeError, match=rf"optimizer must be True or False, got {optimizer!r}"):
+        wt.save_checkpoint(wt.Trainer(TINY), tmp_path / "x.pt", optimizer=optimizer)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_checkpoints_side_files_are_named_from_its_whole_name(tmp_path):
+    """Issue 46: side files named from the stem, so saving a.pth overwrote a.pt's tokenizer and licence note; a
+    ``.pt`` file's keep their names (the shipped tatoeba_tokenizer.json and tatoeba_LICENCE.json)."""
+    pairs = [("早上好！", "Good morning!"), ("我饿了。", "I'm hungry."), ("谢谢！", "Thanks!"), ("中国", "China")] * 4
+    tokenizer = translator.train_tokenizer([text for pair in pairs for text in pair], 300)
+    trainer = translator.TranslatorTrainer(wt.TranslatorSettings(vocab_size=300, d_model=16, num_heads=2, d_ff=32,
+                                                                 num_layers=1, batch_size=8, steps=2),
+                                           tokenizer, pairs=pairs)
+    for name in ("a.pt", "a.pth"):
+        wt.save_checkpoint(trainer, tmp_path / name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pt", "a.pth", "a.pth_LICENCE.json",
+                                                          "a.pth_tokenizer.json", "a_LICENCE.json", "a_tokenizer.json"]
+    for name, tokenizer_file, note in (("a.pt", "a_tokenizer.json", "a_LICENCE.json"),
+                                       ("a.pth", "a.pth_tokenizer.json", "a.pth_LICENCE.json")):
+        assert json.loads((tmp_path / note).read_text())["files"] == [name, tokenizer_file]
+        assert isinstance(wt.load_checkpoint(tmp_path / name, allow_untrained=True), Translator)
+    assert translator.tokenizer_path(ROOT / "checkpoints" / "tatoeba.pt").is_file()
 
 
 def test_a_state_from_another_schedule_is_refused_instead_of_jumping_the_rate():
@@ -358,6 +428,25 @@ def test_an_interrupted_save_leaves_nothing_half_written(tmp_path, monkeypatch):
         raise KeyboardInterrupt
     monkeypatch.setattr(checkpoints.torch, "save", interrupted)
     with pytest.raises(KeyboardInterrupt):
+        wt.save_checkpoint(wt.load_checkpoint(path), path)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]
+
+
+def test_ctrl_c_inside_torchs_zip_writer_is_an_interrupt_that_says_the_file_is_whole(tmp_path, monkeypatch):
+    """Issue 46: torch's zip writer, stopped by Ctrl-C, raises a RuntimeError (an "enforce fail" assertion) whose
+    context is the KeyboardInterrupt: the command line's Ctrl-C branch never ran, and a notebook showed C++."""
+    path, _ = saved(tmp_path)
+    before = path.read_bytes()
+
+    def interrupted(data, target):
+        target.write(b"PK\x03\x04 partial")
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598") from None
+    monkeypatch.setattr(checkpoints.torch, "save", interrupted)
+    with pytest.raises(KeyboardInterrupt, match=r"saving .*ckpt\.pt was interrupted: nothing was written and the "
+                                                r"file that was there, if any, is unchanged"):
         wt.save_checkpoint(wt.load_checkpoint(path), path)
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]
 

@@ -245,6 +245,21 @@ def test_a_full_disk_during_the_save_is_one_error_line_and_no_file(tmp_path, mon
     assert "Traceback" not in err and list(tmp_path.iterdir()) == []
 
 
+def test_translate_names_the_file_it_found_and_what_that_file_holds(tmp_path, monkeypatch, capsys):
+    """Issue 46: with a numerals checkpoint at checkpoints/tatoeba.pt under the working folder, translate said
+    "--checkpoint None holds a Trainer" (no --checkpoint was given) and never said which file it had picked."""
+    (tmp_path / "checkpoints").mkdir()
+    found = tmp_path / "checkpoints" / "tatoeba.pt"
+    found.write_bytes(wt.shipped_file("checkpoints", "numerals.pt").read_bytes())
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["translate", "我饿了。"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"no --checkpoint given: translating with {found}, found from the working folder",
+        f"error: {found} holds a Trainer, not a translator: pass --checkpoint with a file that train --task "
+        "sentences --save wrote"], err
+
+
 @pytest.fixture
 def chinese():
     wt.set_language("zh")

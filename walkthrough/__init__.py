@@ -3,12 +3,13 @@
 The rule of the public API: what a notebook calls is flat, ``wt.name``; a tool's own vocabulary beyond its entry
 point stays in its module, ``wt.module.name``. So ``wt.training_memory`` (what one training step keeps) is flat,
 and the pieces it is checked against (``wt.memory.measure_saved``) are not; a notebook reaches each name one way
-(tests/test_api.py). The namespaces: ``wt.backward``, ``wt.bpe``, ``wt.config``, ``wt.cost``,
-``wt.distributed``, ``wt.gradients``, ``wt.memory``, ``wt.rope``, ``wt.sentences``, ``wt.translator``, and ``wt.viz``
-(matplotlib) and ``wt.widgets`` (ipywidgets), which load on first use, so ``import walkthrough`` stays light in a
-script or a test that draws nothing. Names that check the student start with ``check_``; nothing else public does.
+(tests/test_api.py). The namespaces: ``wt.backward``, ``wt.bpe``, ``wt.class_sentences``, ``wt.config``,
+``wt.cost``, ``wt.distributed``, ``wt.gradients``, ``wt.memory``, ``wt.rope``, ``wt.sentences``, ``wt.translator``,
+and ``wt.viz`` (matplotlib) and ``wt.widgets`` (ipywidgets), which load on first use, so ``import walkthrough`` stays
+light in a script or a test that draws nothing. Names that check the student start with ``check_``; nothing else
+public does.
 
-The flat names, by what they are for (tests/test_api.py keeps this list and ``__all__`` the same):
+The flat names, by what they are for (tests/test_api.py keeps this list and the imports the same):
 
 - **Models**: ``ModelConfig``, ``Transformer``, ``GPTConfig``, ``GPT``, ``Embedding``, ``sinusoidal_table``,
   ``apply_rope``, ``MultiHeadAttention``, ``scaled_dot_product_attention``, ``keep_attention_weights``,
@@ -20,8 +21,8 @@ The flat names, by what they are for (tests/test_api.py keeps this list and ``__
 - **Decoding** (one set of verbs for both models): ``greedy_decode``, ``greedy_steps``, ``sample_decode``,
   ``beam_search``, ``Beams``, ``sample_next``, ``next_token_probs``, ``filter_logits``
 - **Shapes**: ``STEPS``, ``SOURCE_SIZES``, ``Row``, ``OpRow``, ``trace_shapes``, ``trace_module``,
-  ``TraceError``, ``shape_table``, ``ShapeTable``, ``shape_map``, ``summarise``, ``by_step``, ``print_shape``,
-  ``assert_shape``, ``training_memory``
+  ``TraceError``, ``shape_table``, ``ShapeTable``, ``Table``, ``shape_map``, ``summarise``, ``by_step``,
+  ``print_shape``, ``assert_shape``, ``training_memory``
 - **Data**: ``Vocab``, ``PHRASES``, ``phrase_vocabs``, ``numeral_vocabs``, ``chinese_numeral``,
   ``chinese_tokens``, ``english_words``, ``pad_batch``, ``left_pad``, ``EVERYDAY_PHRASES``, ``cedict_pairs``,
   ``cedict_rule_counts``, ``sentence_pairs``, ``sentence_ids``, ``sentence_rule_counts``, ``hsk_pairs``,
@@ -36,12 +37,17 @@ The flat names, by what they are for (tests/test_api.py keeps this list and ``__
 - **Language**: ``set_language``, ``get_language``
 """
 
+# The imports below are the public names (the docstring lists them; tests/test_api.py holds the two the same).
+# ruff: noqa: F401
+
 import importlib
+import re
+import sys
 
 from .classroom.exercises import check_exercise
 from .classroom.model_check import block_gaps, check_model, side_by_side
 from .classroom.quiz import ask_shape, check_shape_answer
-from .i18n import get_language, set_language
+from .i18n import _, get_language, set_language
 from .interop.hf import from_transformers
 from .interop.pytorch import copy_torch_attention, copy_torch_transformer
 from .model import backward, config, rope
@@ -68,7 +74,7 @@ from .model.rope import apply_rope, position_ids
 from .model.transformer import Encoder, Transformer
 from .recording import Row
 from .steps import STEPS
-from .tasks import distributed, translator
+from .tasks import class_sentences, distributed, translator
 from .tasks.checkpoints import load_checkpoint, save_checkpoint, shipped_file
 from .tasks.data import (
     PHRASES,
@@ -104,125 +110,46 @@ from .text.sentences import hsk_pairs, sentence_ids, sentence_pairs, sentence_ru
 from .trace import cost, gradients, memory
 from .trace.memory import training_memory
 from .trace.meta import SOURCE_SIZES
-from .trace.tables import ShapeTable, assert_shape, by_step, print_shape, shape_map, shape_table, summarise
+from .trace.tables import ShapeTable, Table, assert_shape, by_step, print_shape, shape_map, shape_table, summarise
 from .trace.tracer import OpRow, TraceError, trace_module, trace_shapes
 
-__all__ = [
-    "EVERYDAY_PHRASES",
-    "GPT",
-    "PHRASES",
-    "SEPARATOR",
-    "SOURCE_SIZES",
-    "STEPS",
-    "AddNorm",
-    "BPETokenizer",
-    "Beams",
-    "Decoder",
-    "DecoderLayer",
-    "DecodingCache",
-    "Embedding",
-    "Encoder",
-    "EncoderLayer",
-    "FeedForward",
-    "GPTConfig",
-    "GPTSettings",
-    "GPTTrainer",
-    "KVCache",
-    "ModelConfig",
-    "MultiHeadAttention",
-    "OpRow",
-    "OutputHead",
-    "Row",
-    "ShapeTable",
-    "TraceError",
-    "TrainSettings",
-    "Trainer",
-    "Transformer",
-    "TranslatorSettings",
-    "Vocab",
-    "apply_rope",
-    "ask_shape",
-    "assert_shape",
-    "backward",
-    "beam_search",
-    "block_gaps",
-    "bpe",
-    "by_step",
-    "causal_mask",
-    "cedict_pairs",
-    "cedict_rule_counts",
-    "check_exercise",
-    "check_model",
-    "check_shape_answer",
-    "chinese_numeral",
-    "chinese_tokens",
-    "config",
-    "copy_torch_attention",
-    "copy_torch_transformer",
-    "cost",
-    "cross_attention_map",
-    "decoder_self_mask",
-    "distributed",
-    "english_words",
-    "filter_logits",
-    "flash_attention",
-    "flash_attention_backward",
-    "flash_tiles",
-    "from_transformers",
-    "get_language",
-    "gradients",
-    "greedy_decode",
-    "greedy_steps",
-    "held_out_pairs",
-    "hsk_pairs",
-    "keep_attention_weights",
-    "left_pad",
-    "load_checkpoint",
-    "lr_curve",
-    "make_batch",
-    "make_lm_batch",
-    "memory",
-    "next_token_probs",
-    "numeral_vocabs",
-    "online_softmax_step",
-    "pad_batch",
-    "padding_mask",
-    "phrase_vocabs",
-    "position_ids",
-    "print_shape",
-    "rope",
-    "sample_decode",
-    "sample_next",
-    "save_checkpoint",
-    "scaled_dot_product_attention",
-    "sentence_ids",
-    "sentence_pairs",
-    "sentence_rule_counts",
-    "sentences",
-    "sequence_loss",
-    "set_language",
-    "shape_map",
-    "shape_table",
-    "shipped_file",
-    "side_by_side",
-    "sinusoidal_table",
-    "smoothing_floor",
-    "summarise",
-    "teacher_forcing",
-    "to_blocked",
-    "trace_module",
-    "trace_shapes",
-    "training_memory",
-    "translate",
-    "translator",
-    "warmup_lr",
-]
-
-
+# What `from walkthrough import *` and the API reference (pdoc, `make api`) take: the names the docstring lists,
+# read from it (tests/test_api.py holds the docstring to the imports above), never a third listing.
+__all__ = [name for name in dict.fromkeys(re.findall(r"``(?:wt\.)?(\w+)``", __doc__ or "")) if name in globals()]
 _ON_FIRST_USE = {"viz": ".classroom.viz", "widgets": ".classroom.widgets"}  # matplotlib, ipywidgets: when first used
+# Each module's path before the package was put in folders -> its path now (a notebook saved last term imports them)
+_MOVED = {old: f"{folder}.{old}" for folder, olds in (
+    ("classroom", "exercises model_check quiz student viz widgets"), ("interop", "hf pytorch"),
+    ("model", "attention backward cache config decoding embedding flash gpt layers loss masks memory_guard rope"),
+    ("tasks", "checkpoints data distributed language_model training translator"), ("text", "bpe corpus sentences"),
+    ("trace", "cost gradients hooks memory meta op_tap tables")) for old in olds.split()} | {
+    "model": "model.transformer", "trace": "trace.tracer", "numeral_task": "tasks.numerals"}
+
+
+def _moved(old: str) -> str:
+    return _("walkthrough.{old} is now walkthrough.{new} (the package was put in folders): use that path "
+             "(docs/architecture.md lists every module)").format(old=old, new=_MOVED[old])
+
+
+class _MovedModules:
+    """Asked last for a module of the package no file holds: an old path (``walkthrough.widgets``, or a name of the
+    old ``walkthrough.model`` as in ``from walkthrough.model import Transformer``) gets a message naming the new."""
+
+    @staticmethod
+    def find_spec(fullname: str, path=None, target=None):
+        package, old, *name = fullname.split(".") + [""]
+        if package == __name__ and old in _MOVED and (
+                not name[0] or hasattr(sys.modules.get(f"{__name__}.{_MOVED[old]}"), name[0])):
+            raise ModuleNotFoundError(_moved(old))  # without name=: `from walkthrough import data` shows it too
+        return None
+
+
+sys.meta_path.append(_MovedModules)
 
 
 def __getattr__(name: str):
     if name in _ON_FIRST_USE:
         return importlib.import_module(_ON_FIRST_USE[name], __name__)
+    if name in _MOVED:
+        raise AttributeError(_moved(name))
     raise AttributeError(f"module 'walkthrough' has no attribute {name!r}")

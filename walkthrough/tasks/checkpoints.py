@@ -24,6 +24,7 @@ from typing import NoReturn
 
 import torch
 
+from ..checks import check_bool
 from ..i18n import _
 
 CHECKPOINT_FORMAT = "walkthrough-checkpoint-2"
@@ -38,6 +39,8 @@ KINDS = {
 # Each format's class with ``from_checkpoint``: every task module adds its own (``import walkthrough`` imports them
 # all, and so does importing this module, whose package imports them first).
 REBUILT_BY: dict[str, type] = {}
+SERIES = Path(__file__).resolve().parents[2]  # the series' folder this package was loaded from (walkthrough/tasks/)
+MAX_NAME_BYTES = 230  # most file systems' longest file name, 255 bytes, less what save_whole's temporary name adds
 COMMON_KEYS = ("settings", "step", "losses", "lrs", "schedule", "model", "sha256")
 # Weights renamed since a checkpoint of the same format was written: old name (a pattern) -> today's. The one
 # place an old name is still understood; a file is read with today's names, the digest checked on the names it
@@ -72,12 +75,18 @@ def shipped_file(*parts: str) -> Path:
     series' folder this package was loaded from (a script run from elsewhere).
     """
     start = Path.cwd().resolve()
-    for folder in (start, *start.parents, Path(__file__).resolve().parents[2]):  # walkthrough/tasks/ -> the series
+    for folder in (start, *start.parents, SERIES):
         if (folder / Path(*parts)).exists():
             return folder / Path(*parts)
     raise FileNotFoundError(_("{path} is not in {start} or any folder above it: open the notebook from "
                             "the series' folder (the one with notebooks/ and checkpoints/), or pass the path yourself")
                                 .format(path=Path(*parts), start=start))
+
+
+def side_file(checkpoint: Path, ending: str) -> Path:
+    """A file a task keeps beside its checkpoint, named from the checkpoint's whole name: ``tatoeba.pt`` ->
+    ``tatoeba_{ending}``, ``a.pth`` -> ``a.pth_{ending}`` (so ``a.pt``'s files and ``a.pth``'s never collide)."""
+    return checkpoint.with_name(f"{checkpoint.stem if checkpoint.suffix == '.pt' else checkpoint.name}_{ending}")
 
 
 def validate_checkpoint_path(path, for_writing: bool, name: str = "path") -> Path:
@@ -93,10 +102,17 @@ def validate_checkpoint_path(path, for_writing: bool, name: str = "path") -> Pat
     text = os.fspath(path)
     if not str(text).strip():
         raise ValueError(_("{name} is empty: give a file name such as 'numerals.pt'").format(name=name))
+    if "\0" in str(text):
+        raise ValueError(_("{name} {path!r} holds a NUL character, which no file name may hold: remove it").format(
+            name=name, path=text))
     if str(text).endswith(tuple(sep for sep in ("/", os.sep, os.altsep) if sep)):
         raise ValueError(_("{name} {path} ends with a separator, so it names a folder, not a file: add a file name, "
                            "e.g. {example}").format(name=name, path=text, example=Path(text) / "numerals.pt"))
     path = Path(path).expanduser()
+    if (size := len(os.fsencode(path.name))) > MAX_NAME_BYTES:
+        raise ValueError(_("{name}: the file name {start}... is {size} bytes, longer than a file name may be ({most}): "
+                           "give a shorter name").format(name=name, start=path.name[:20], size=size,
+                                                         most=MAX_NAME_BYTES))
     if path == Path("."):
         raise ValueError(_("{name} is '.', the current folder (an empty path '' becomes '.' once it is a Path): "
                            "give a file name such as 'numerals.pt'").format(name=name))
@@ -113,6 +129,9 @@ def validate_checkpoint_path(path, for_writing: bool, name: str = "path") -> Pat
                 name=name, path=path, folder=folder))
     elif not path.exists():
         raise ValueError(_("no checkpoint at {path}; train and save_checkpoint first").format(path=path))
+    elif not path.is_file():  # reading a pipe or a device would wait forever
+        raise ValueError(_("{name} {path} is not a file (a pipe or a device, say): give the .pt file that "
+                           "save_checkpoint wrote").format(name=name, path=path))
     return path
 
 
@@ -161,6 +180,9 @@ def save_whole(data, path: Path) -> None:
         temporary.unlink(missing_ok=True)
         # torch.save reports a failed write as a RuntimeError raised while handling the OSError
         cause = err if isinstance(err, OSError) else err.__context__
+        if isinstance(err, KeyboardInterrupt) or isinstance(cause, KeyboardInterrupt):  # torch's zip writer, stopped
+            raise KeyboardInterrupt(_("saving {path} was interrupted: nothing was written and the file that was "
+                                      "there, if any, is unchanged").format(path=path)) from None
         if not isinstance(err, (OSError, RuntimeError)) or not isinstance(cause, OSError):
             raise
         hint = (_("the disk is full") if cause.errno in (errno.ENOSPC, errno.EDQUOT)
@@ -185,6 +207,8 @@ def save_checkpoint(trainer, path: str | Path, optimizer: bool | None = None) ->
     if getattr(trainer, "checkpoint_format", None) not in KINDS:
         raise TypeError(_("save_checkpoint saves a task's trainer (a walkthrough.Trainer, GPTTrainer or "
                           "TranslatorTrainer), got {type}").format(type=type(trainer).__name__))
+    if optimizer is not None:  # "no" or 0 once counted as True or False without a word
+        check_bool("optimizer", optimizer)
     resumes = REBUILT_BY[trainer.checkpoint_format] is type(trainer)  # its loader gives back this trainer
     path = validate_checkpoint_path(path, for_writing=True)
     state = {"format": trainer.checkpoint_format, "settings": dataclasses.asdict(trainer.settings),
@@ -229,9 +253,14 @@ def read_checkpoint(path: str | Path, allow_untrained: bool = False) -> dict:
     if found not in KINDS:
         if isinstance(state, dict) and isinstance(state.get("sha256"), str) and digest(state) != state["sha256"]:
             damaged(path)  # a byte flipped in the format's name: not an earlier version
-        if isinstance(found, str) and earlier_format(found):
+        age = format_age(found) if isinstance(found, str) else 0
+        if age < 0:
             raise ValueError(_("{path} was saved by an earlier version of walkthrough ({found}), without a digest "
                              "of its weights: train and save_checkpoint again").format(path=path, found=found))
+        if age > 0:
+            raise ValueError(_("{path} was saved by a newer version of walkthrough ({found}) than this one: update "
+                               "this copy of the series (git pull, then make setup) to load it").format(
+                                   path=path, found=found))
         raise ValueError(_("{path} is a torch file but not a walkthrough checkpoint; save one with "
                            "save_checkpoint").format(path=path))
     missing = [key for key in COMMON_KEYS + KINDS[found][1] if key not in state]
@@ -253,11 +282,12 @@ def read_checkpoint(path: str | Path, allow_untrained: bool = False) -> dict:
     return state | {"model": current_names(state["model"])}
 
 
-def earlier_format(found: str) -> bool:
-    """Whether ``found`` is a format an earlier version wrote: one of ``KINDS`` with a lower number."""
+def format_age(found: str) -> int:
+    """-1 when ``found`` is a format an earlier version wrote (one of ``KINDS`` with a lower number), 1 a later
+    version, 0 neither."""
     stem, _dash, number = found.rpartition("-")
-    return number.isdigit() and any(kind.rpartition("-")[0] == stem and int(number) < int(kind.rpartition("-")[2])
-                                    for kind in KINDS)
+    ours = [int(kind.rpartition("-")[2]) for kind in KINDS if kind.rpartition("-")[0] == stem]
+    return (int(number) > ours[0]) - (int(number) < ours[0]) if ours and number.isdigit() else 0
 
 
 def damaged(path: Path) -> NoReturn:

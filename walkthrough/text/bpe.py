@@ -176,7 +176,8 @@ class BPETokenizer:
         return self.learned(merges)
 
     def start_training(self, texts: Iterable[str], vocab_size: int) -> tuple[list[list[int]], list[int]]:
-        """Checks a trainer's input, starts this tokenizer afresh, and returns the texts' chunks (``words_of``)."""
+        """Checks a trainer's input, then starts this tokenizer afresh (a refusal leaves it as it was), and returns the
+        texts' chunks (``words_of``)."""
         if isinstance(texts, str) or not isinstance(texts, Iterable):
             raise TypeError(_("texts must be a list of strings, got {kind}: pass [text] for one text").format(
                 kind=type(texts).__name__))
@@ -185,8 +186,9 @@ class BPETokenizer:
         if vocab_size < BASE_SIZE:
             raise ValueError(_("vocab_size must be at least {base} (256 bytes and {specials} special tokens), "
                                "got {size}").format(base=BASE_SIZE, specials=FIRST_BYTE_ID, size=vocab_size))
+        found = words_of(texts)  # every text is checked here
         self.__init__()
-        return words_of(texts)
+        return found
 
     def smaller(self, vocab_size: int) -> BPETokenizer:
         """The vocabulary this one had when it reached ``vocab_size`` tokens: training is greedy, so a smaller

