@@ -296,9 +296,13 @@ class Term(NamedTuple):
 
 
 def glossary(text: str | None = None) -> list[Term]:
-    rows = re.findall(r"^\| (?!English |---)(.+?) \| (.+?) \| (.+?) \|$", text or GLOSSARY.read_text(), re.M)
+    """The terms: the rows of the glossary's table with a "where first met" column (its 不用 column is
+    tests/test_glossary.py's)."""
+    table = re.search(r"(?m)^\| English \| 中文 \| where first met \|.*\n\|[-|]+\|\n((?:\|.*\n?)+)",
+                      text or GLOSSARY.read_text(encoding="utf-8")).group(1)
     terms = []
-    for english, chinese, where in rows:
+    for line in table.splitlines():
+        english, chinese, where = [cell.strip() for cell in line.strip().strip("|").split("|")][:3]
         named = re.match(r"(.*?)\s*\((.*)\)$", english)
         parts = named.groups() if named else (english,)
         terms.append(Term(tuple(form for part in parts for form in re.split(r"\s*[,/]\s*", part) if form),
@@ -397,36 +401,18 @@ def test_first_use_rule_on_small_texts():
 
 
 # --- one word for one term: the glossary's Chinese is the only rendering -----------------------------------------
+# The renderings the glossary's words replace are its 不用 column, checked by tests/test_glossary.py; here, a term's
+# English standing in Chinese prose where its Chinese belongs, and a notebook named as anything but a section.
 
 sys.path.insert(0, str(ROOT))
 from tests.test_i18n import PO, output_texts, read_catalog  # noqa: E402
 
-# Renderings once seen in the Chinese edition beside the glossary's, by the glossary's English. Each is searched
-# for as it is; the glossary's own form (前置归一化 holds no 前归一化) and the English inside a first use's brackets
-# (前置归一化（pre-norm）) are not uses of a variant.
-VARIANTS = {
-    "pre-norm": (r"(?<!置)前归一化", r"前置层归一化"),
-    "post-norm": (r"(?<!置)后归一化", r"后置层归一化"),
-    "stack": (r"堆栈", r"一叠层"),
-    "logits": (r"逻辑值", r"对数概率值"),
-    "data parallel": (r"data parallel，DDP",),
-    "batch": (r"批次",),
-    "KV cache": (r"KV ?缓存", r"K/V ?缓存"),
-    "output head": (r"输出层",),
-    "embedding": (r"词嵌入",),
-    "FLOPs": (r"浮点运算",),
-    "meta device": (r"元设备",),
-}
 # a notebook is 第 07 节, this one 本节 or 这一节, the next 下一节 (the glossary's rule 5); 每本笔记本, 十九本笔记本 and
 # 两个版本笔记本 speak of the files: 本笔记本 is "this notebook" after 这 or where no character comes before it.
 # A notebook is no lesson either (本课, 第 09 课, 这一课, 这节课, 下一课) nor a volume (这一本);
 # 上课 and 课堂 are the class.
 NOTEBOOK_NAMED = (r"笔记本 ?\d|(?:这|(?<![\u4e00-\u9fff]))本笔记本|[下上这]一本"
                   r"|本课|第 ?\d+ ?课|这一?课|这节课|[上下]一课|[上下]一节课")
-# Not a glossary term, one name all the same: the paper and the articles the series follows are 源文章, never 原文.
-OTHER_VARIANTS = {"source articles": (r"原文",)}
-# Code's token id and ids, in running Chinese prose (a code span, `ids`, is code): the Chinese is 词元编号 or 编号.
-PROSE_VARIANTS = {"token id": (r"(?<![A-Za-z_./`[-])ids?(?![A-Za-z_(`]-])",)}
 BRACKETS = re.compile(r"（[^（）]*）|\([^()]*\)")
 
 
@@ -466,25 +452,16 @@ def bare_english(text: str, terms: list[Term]) -> list[str]:
 
 
 def variants_used(text: str, prose_words: bool = True) -> list[str]:
-    """The variants (and 笔记本 NN) in a text, its brackets' English glosses aside; with `prose_words`, also a
-    glossary term's English standing where its Chinese belongs."""
+    """The notebooks named as anything but a section (笔记本 NN) in a text; with `prose_words`, also a glossary
+    term's English standing where its Chinese belongs, its brackets' English glosses aside."""
     unglossed = BRACKETS.sub(lambda m: " " if re.search(r"[A-Za-z]", m.group()) else m.group(), text)
-    variants = VARIANTS | OTHER_VARIANTS | (PROSE_VARIANTS if prose_words else {})
-    found = [f"{term}: {match.group()}" for term, patterns in variants.items() for pattern in patterns
-             for match in re.finditer(pattern, unglossed)]
-    found += bare_english(unglossed, glossary()) if prose_words else []
+    found = bare_english(unglossed, glossary()) if prose_words else []
     return found + [f"notebook: {match.group()}" for match in re.finditer(NOTEBOOK_NAMED, text)]
 
 
-def test_every_variant_is_of_a_glossary_term():
-    english = {form for term in glossary() for form in term.english}
-    assert set(VARIANTS) <= english, sorted(set(VARIANTS) - english)
-
-
-def test_variants_used_finds_variants_and_lets_the_glossarys_word_be():
+def test_variants_used_finds_english_terms_and_notebooks_named_otherwise():
     assert variants_used("前置归一化（pre-norm）和后置归一化，见第 07 节") == []
-    assert variants_used("前归一化、一叠层，见笔记本 07") == ["pre-norm: 前归一化", "stack: 一叠层",
-                                                         "notebook: 笔记本 0"]
+    assert variants_used("前置归一化、堆叠，见笔记本 07") == ["notebook: 笔记本 0"]
     assert variants_used("这本笔记本讲掩码，下一本讲交叉注意力") == ["notebook: 这本笔记本", "notebook: 下一本"]
     assert variants_used("本节讲掩码，下一节讲交叉注意力；每本笔记本、两个版本笔记本都能放映") == []
     assert variants_used("本笔记本讲掩码") == ["notebook: 本笔记本"]
@@ -493,17 +470,15 @@ def test_variants_used_finds_variants_and_lets_the_glossarys_word_be():
         "notebook: 本课", "notebook: 第 09 课", "notebook: 这一课", "notebook: 这节课", "notebook: 这一本",
         "notebook: 下一课"]
     assert variants_used("上课时设 30 秒；课堂上调到 60；第 4 次课；课前检查") == []
-    assert variants_used("原文的块；源文章的块") == ["source articles: 原文"]
-    assert variants_used("把 ids 变成向量；`ids` 和 src_ids、model(ids) 是代码") == ["token id: ids"]
-    assert variants_used("存的是它的 id；wt.STEPS[id] 是代码；词元编号（token id）") == ["token id: id"]
-    assert variants_used("把 ids 变成向量", prose_words=False) == []
+    assert variants_used("把 logits 变成概率", prose_words=False) == []
 
 
 def test_the_english_edition_glosses_the_source_articles_as_the_chinese_edition_names_them():
     english = {p.name: prose(zh_sync.read_notebook(p)) for p in ENGLISH}
     english |= {path.name: path.read_text(encoding="utf-8") for path in [ROOT / "README.md", *sorted(
         (ROOT / "docs").glob("*.md"))] if not path.name.endswith(".zh.md") and path != GLOSSARY}
-    found = {where: re.findall(OTHER_VARIANTS["source articles"][0], text) for where, text in english.items()}
+    replaced = re.search(r"(?m)^\| the source articles \| 源文章 \| (.+) \|$", GLOSSARY.read_text(encoding="utf-8"))
+    found = {where: re.findall("|".join(replaced.group(1).split("、")), text) for where, text in english.items()}
     assert not {where: used for where, used in found.items() if used}, "the source articles are 源文章"
 
 
@@ -563,9 +538,9 @@ def test_the_english_edition_glosses_each_term_with_the_glossarys_chinese():
         f"{where}: {problems}" for where, problems in found.items())
 
 
-def test_each_glossary_term_has_one_chinese_rendering():
+def test_chinese_prose_writes_terms_in_chinese_and_names_notebooks_as_sections():
     # Outputs print code's own names (decoder.layers.0) and the catalog names arguments as the code does (`logits
-    # must be [B, L, V]`), so only prose is held to the glossary's words; variants are found everywhere.
+    # must be [B, L, V]`), so only prose is held to the glossary's words; 笔记本 NN is found everywhere.
     found = {where: used for where, text in chinese_texts().items()
              if (used := variants_used(text, prose_words=not where.endswith(("outputs", ".po"))))}
     assert not found, ("docs/glossary.md gives one Chinese word per term; these use another (write the glossary's): "
