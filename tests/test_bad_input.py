@@ -8,6 +8,7 @@ import torch
 import walkthrough as wt
 from walkthrough.model import memory_guard
 from walkthrough.model.config import parameter_count
+from walkthrough.tasks.training import TrainingLoop
 
 
 @pytest.mark.parametrize("kwargs,error,message", [
@@ -276,3 +277,36 @@ def test_the_trainers_ask_the_guard_before_building(monkeypatch, trainer, built)
     monkeypatch.setattr(built, never)
     with pytest.raises(ValueError, match=r"this (Transformer|GPT) would need .* but a limit of 1000 bytes leaves"):
         trainer()
+
+
+HUB = (2**31, "the hub's memory limit (2.0 GiB)")
+
+
+def test_training_a_model_whose_gradients_and_adam_state_cannot_fit_is_refused_before_a_step(monkeypatch):
+    """Issue 46: a 1.3 GB model built (its weights fit) and its first step died in the allocator: the gradients and
+    Adam's two moments were never counted."""
+    monkeypatch.setattr(memory_guard, "memory_headroom", lambda: (2**27, "the hub's memory left (0.1 GiB)"))
+    model = torch.nn.Linear(4096, 4096)  # 67 MB of weights; training it needs 201 MB more
+    with pytest.raises(ValueError, match=r"training this model \(its gradients and Adam's two moments: three more "
+                                         r"copies of its 16,781,312 weights\) would need about 0\.2 GiB, but the "
+                                         r"hub's memory left \(0\.1 GiB\) leaves this process 0\.1 GiB: lower"):
+        TrainingLoop(model, lambda step: None, lambda m, b: None, steps=1, warmup=1, peak_lr=1e-3)
+
+
+def test_greedy_and_sampled_decoding_refuse_a_batch_that_cannot_fit_before_decoding(monkeypatch):
+    monkeypatch.setattr(memory_guard, "memory_headroom", lambda: HUB)
+    model = wt.Transformer(wt.ModelConfig(src_vocab_size=50000, tgt_vocab_size=50000, d_model=16, num_heads=2,
+                                          d_ff=16, num_layers=1))
+    src = torch.ones(100000, 4, dtype=torch.long)
+    for decode in (wt.greedy_decode, wt.sample_decode):
+        with pytest.raises(ValueError, match=r"decoding 100000 rows at once \(each scoring all 50000 tokens at every "
+                                             r"step\) would need about [0-9.]+ GiB, .*: decode fewer rows at a time"):
+            decode(model, src, 4, 1, 2)
+    assert wt.greedy_decode(model, src[:2], 4, 1, 2).shape[0] == 2  # a class's batch decodes
+
+
+def test_a_model_of_thousands_of_layers_is_refused_at_its_config():
+    with pytest.raises(ValueError, match=r"num_layers=20000 is more than the 256 layers .* use num_layers <= 256"):
+        wt.ModelConfig(num_layers=20000, d_model=8, num_heads=2, d_ff=8, src_vocab_size=10, tgt_vocab_size=10)
+    with pytest.raises(ValueError, match=r"num_layers=300 is more than the 256"):
+        wt.GPTConfig(num_layers=300, d_model=8, num_heads=2, d_ff=8, vocab_size=10)

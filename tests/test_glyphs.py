@@ -223,7 +223,7 @@ def test_chinese_typed_into_an_explorers_text_box_is_drawn_with_the_shipped_font
                                                                                  tmp_path):
     """Issue 39: 早上好 typed on the keyboard into zh/17's sentence box (a widgets.Text, as 16's phrase box) is laid
     out as wide as its glyphs in the shipped font: a form control does not inherit the page's font, and the
-    browser's own (Arial) drew boxes."""
+    browser's own (Arial) drew boxes. Issue 44: a sentence of 30 characters shows whole in it."""
     notebook = open_explorer(glyph_browser, lab_zh, "zh/17_real_translation.ipynb", "real_translation_explorer",
                              tmp_path)
     phrase, box = "早上好", notebook.notebook.locator(".widget-text input").first
@@ -236,4 +236,11 @@ def test_chinese_typed_into_an_explorers_text_box_is_drawn_with_the_shipped_font
     notebook.check(typed["typed"] == phrase, f"the box holds {typed['typed']!r} after typing {phrase}")
     notebook.check(abs(em - glyphs_em) <= TOLERANCE_EM * len(phrase),
                    f"{phrase} in the box lays out {em} em wide, its glyphs {glyphs_em} em: boxes ({typed})")
+    # Issue 44: a 30-character sentence shows whole at 1366x768 (the box was 162 px: the last nine characters).
+    sentence = "虽然今天下了一整天的大雨，但是我们全班还是一起去公园散步了。"
+    box.click()
+    notebook.page.keyboard.press("Control+a")
+    notebook.page.keyboard.type(sentence)
+    hidden = notebook.page.evaluate("input => input.scrollWidth - input.clientWidth", box.element_handle())
+    notebook.check(len(sentence) == 30 and hidden <= 0, f"a 30-character sentence overflows its box by {hidden} px")
     notebook.page.close()

@@ -18,8 +18,12 @@ import torch
 import walkthrough as wt
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE_BUDGET = 8_230  # walkthrough/ (the issue's goal: 6,500)
-REPOSITORY_BUDGET = 10_180  # walkthrough/, tools/, scripts/ and benchmarks/ together (the goal: 9,500)
+# Raised from 8,230 and 10,180 by issues 44 and 46: the class set's checks and made pairs (tasks/class_sentences.py),
+# the translator's token probabilities, unsure mark and one check per input, the one memory guard of training and
+# decoding, the repeat rule, the text table, and issue 46's checks at the edges; the notebook benchmark and the
+# translator's measurements in scripts/. Issue 45's goals (6,500 and 9,000 or less) are still open.
+PACKAGE_BUDGET = 8_514  # walkthrough/ (the issue's goal: 7,000)
+REPOSITORY_BUDGET = 10_554  # walkthrough/, tools/, scripts/ and benchmarks/ together (the goal: 9,000)
 FORWARD_LINES = 30  # the longest forward a student reads (met)
 
 

@@ -120,6 +120,14 @@ CLIPPED = """slack => {
     return found;
 }"""
 SLIDE_PROBES["clipped"] = (CLIPPED, CLIP_SLACK_PX)
+# A control whose own text is cut (a button's label ends in an ellipsis: 18's option buttons once read "Lay…",
+# "Swi…"): any button or label on the slide whose text is wider than its box.
+CUT_LABELS = """slack => [...document.querySelectorAll('.jp-NotebookPanel.jp-Deck .jp-Cell.jp-deck-mod-visible '
+                                                      + ':is(button, label, .widget-label, .widget-label-basic)')]
+    .filter(e => e.checkVisibility({visibilityProperty: true}) && e.clientWidth > 0
+                 && e.scrollWidth - e.clientWidth > slack)
+    .map(e => ({text: e.innerText.trim(), box: e.clientWidth, content: e.scrollWidth}))"""
+SLIDE_PROBES["cut_labels"] = (CUT_LABELS, CLIP_SLACK_PX)
 
 
 def allowed_tall_slides(name: str) -> dict:
@@ -278,6 +286,32 @@ def test_every_slide_fits_the_screen_and_one_key_walks_every_cell(kernels_shut_d
     assert not hidden, f"{name}: a slide hides output in a box a clicker cannot scroll: {hidden} (split the slide " \
                        f"with a `## ` heading, or show the rows that matter: wt.shape_table(..., within=, steps=), " \
                        f"wt.shape_map(..., highlight=))"
+    cut = cut_labels(slides)
+    assert not cut, f"{name}: a control's label is cut: {cut} (give the buttons room: button_width)"
+
+
+def cut_labels(slides: list[dict]) -> list[str]:
+    return [f"slide {number}: {label['text']!r} shows {label['box']} of its {label['content']} px"
+            for number, slide in enumerate(slides, start=1) for label in slide["probes"]["cut_labels"]]
+
+
+def test_the_walk_finds_a_cut_button_label(kernels_shut_down, lab, open_notebook):  # noqa: F811
+    """The cut-label check can fail: option buttons 40 px wide cut "LayerNorm" and "SwiGLU" (18's were 74 px for
+    labels of 104-114 px); buttons as wide as their labels, and a short one, are not cut."""
+    cells = [nbformat.v4.new_markdown_cell("# Cut"), nbformat.v4.new_code_cell(
+        "import ipywidgets as widgets\n"
+        "widgets.VBox([widgets.ToggleButtons(options=['LayerNorm', 'SwiGLU'], style={'button_width': '40px'}),\n"
+        "              widgets.ToggleButtons(options=['LayerNorm', 'SwiGLU'], style={'button_width': 'auto'}),\n"
+        "              widgets.ToggleButtons(options=['on'], style={'button_width': '40px'})])")]
+    for cell in cells:
+        cell.metadata["slideshow"] = {"slide_type": "slide"}
+    notebook = open_notebook(put_notebook(lab, "cut_label_check.ipynb", cells))
+    notebook.run_all()
+    notebook.start_deck()
+    slides = walk_deck(notebook, last=1)
+    cut = slides[1]["probes"]["cut_labels"]
+    assert sorted(label["text"] for label in cut) == ["LayerNorm", "SwiGLU"], cut
+    assert all(label["box"] < label["content"] for label in cut) and cut_labels(slides[:1]) == []
 
 
 def test_the_walk_finds_a_slide_taller_than_the_screen(kernels_shut_down, lab, open_notebook):  # noqa: F811

@@ -42,6 +42,7 @@ from ..tasks.data import MAX_NUMBER, chinese_numeral, english_words
 from ..tasks.distributed import check_global_batch, rank_memory, ring_all_reduce_bytes, shard_slice
 from ..tasks.language_model import prompt_ids
 from ..tasks.numerals import cross_attention_map
+from ..tasks.translator import unsure_note
 from ..text.bpe import VOCAB_SIZES, BPETokenizer, corpus_vocabulary
 from ..trace.cost import encoder_layer_costs, format_costs, gqa_costs, kv_sharing, modern_block_costs
 from ..trace.gradients import GradientTable, parameter_gradients, trace_gradients
@@ -103,7 +104,7 @@ class Explorer(widgets.VBox):
     outputs show (for tests).
     """
 
-    def __init__(self, controls: Sequence[widgets.Widget], question: str):
+    def __init__(self, controls: Sequence[widgets.Widget], question: str, controls_on_top: bool = False):
         self.controls = list(controls)
         labels = control_labels()
         for w in self.controls:  # made with its name as description: keep the name, show the label
@@ -113,11 +114,14 @@ class Explorer(widgets.VBox):
         self._answer = widgets.VBox(layout=widgets.Layout(flex="0 0 auto"))
         self._drawn = widgets.Box(layout=widgets.Layout(display="flex", flex_flow="row wrap",
                                                         align_items="flex-start"))
-        column = widgets.VBox(self.controls, layout=widgets.Layout(flex="0 0 auto", width="auto"))
         parts = widgets.VBox([self._answer, self._drawn], layout=widgets.Layout(flex="1 1 auto", min_width="0"))
         predict = _("Predict first.")
         prompt = widgets.HTML(f"<p style='margin:0 0 4px 0'><b>{predict}</b> {html.escape(question)}</p>")
-        body = widgets.HBox([column, parts], layout=widgets.Layout(align_items="flex-start"))
+        if controls_on_top:  # a wide text box in a row above the answer
+            body = widgets.VBox([widgets.HBox(self.controls, layout=widgets.Layout(flex_flow="row wrap")), parts])
+        else:
+            column = widgets.VBox(self.controls, layout=widgets.Layout(flex="0 0 auto", width="auto"))
+            body = widgets.HBox([column, parts], layout=widgets.Layout(align_items="flex-start"))
         super().__init__([prompt, body] if question else [body])
 
     def control(self, name: str) -> widgets.Widget:
@@ -154,7 +158,8 @@ class Explorer(widgets.VBox):
         return "\n".join(pieces)
 
 
-def explorer(controls: list[widgets.Widget], render: Callable[..., object], question: str = "") -> Explorer:
+def explorer(controls: list[widgets.Widget], render: Callable[..., object], question: str = "",
+             controls_on_top: bool = False) -> Explorer:
     """Controls beside an output area, under a "predict first" ``question``; ``render(**values)`` runs on every
     change (values keyed by each control's name) and what it returns (one object or a tuple,
     shown in that order, left to right) replaces the output.
@@ -163,7 +168,7 @@ def explorer(controls: list[widgets.Widget], render: Callable[..., object], ques
     place of the output. The output is set directly rather than captured with ``with out:``, so it
     works the same in a kernel, in Voilà and in a plain test.
     """
-    box = Explorer(controls, question)
+    box = Explorer(controls, question, controls_on_top)
 
     def update(_change=None):
         collecting, threads = gc.isenabled(), torch.get_num_threads()
@@ -372,24 +377,39 @@ def translation_explorer(trainer) -> Explorer:
 
 
 def real_translation_explorer(translator) -> Explorer:
-    """Notebook 17: type a Chinese sentence; see the shipped model's English (greedy and beam) and where it looked."""
+    """Notebook 17: type a Chinese sentence; see the shipped model's English (greedy, each token shaded by how
+    sure the model was of it, "unsure" below ``UNSURE_BELOW``; and beam) and where it looked."""
     def render(sentence, beam):
         if drawn.get("of") != (sentence, get_language()):  # a move of the beam keeps the greedy answer and its map
-            [drawn["guess"]] = translator.translate([sentence])
-            weights, predicted, source = translator.cross_attention(sentence, drawn["guess"])
+            [guess] = translator.translate([sentence])
+            [probs] = translator.token_probs([(sentence, guess)])
+            drawn["sure"] = _shaded(guess, probs, unsure_note(probs))
+            weights, predicted, source = translator.cross_attention(sentence, guess)
             drawn["figure"] = viz.translation_figure(weights, predicted, source, N_("source token (key)"),
                                                      key_width=0.5, into=drawn.get("figure"))
             drawn["shown"], drawn["of"] = _Shown(_output(drawn["figure"])), (sentence, get_language())
         [beamed] = translator.translate([sentence], beam_size=beam)
-        summary = _Text(_("greedy:       {guess}").format(guess=drawn["guess"]) + "\n"
-                        + _("beam of {beam}:    {beamed}").format(beam=beam, beamed=beamed))
-        return summary, drawn["shown"]
+        return drawn["sure"], _Text(_("beam of {beam}:    {beamed}").format(beam=beam, beamed=beamed)), drawn["shown"]
     drawn = {}  # the figure of the last move, drawn again in place: its axes and ticks are not made again
+    # 30 characters and more show whole at 1366x768: a class reads the sentence it typed, not its last nine
     sentence = widgets.Text(value="早上好！", description="sentence", continuous_update=False,
-                            style={"description_width": "initial"}, layout=widgets.Layout(width=CONTROLS_WIDTH))
+                            style={"description_width": "initial"}, layout=widgets.Layout(width="38em"))
     return explorer([sentence, slider("beam", 4, 1, 8)], render,
                     _("Before you type 我爱你。: which source token should 'love' look at, and will the beam "
-                      "change the greedy answer?"))
+                      "change the greedy answer?"), controls_on_top=True)
+
+
+def _shaded(guess: str, probs: list[tuple[str, float]], note: str | None) -> _Text:
+    """The greedy answer with each token on a background as dark as the model was unsure of it (its probability
+    on hover), and the unsure note after it."""
+    spans = "".join(f"<span title='{p:.0%}' style='background:rgba(230,120,0,{1 - p:.2f})'>{html.escape(token)}</span>"
+                    for token, p in probs[:-1])  # <eos> last: not a word of the answer
+    text = _("greedy:       {guess}").format(guess=guess) + (f"  ⚠ {note}" if note else "")
+    mark = f"  <b style='color:#b00020'>⚠ {html.escape(note)}</b>" if note else ""
+    label, legend = html.escape(_("greedy:       {guess}").format(guess="")), html.escape(_(
+        "the darker a token, the less sure the model was of it (its probability on hover)"))
+    return _Html(text, f"<div style='white-space:pre-wrap;font-family:var(--jp-code-font-family)'>{label}{spans}"
+                       f"{mark}\n<small>{legend}</small></div>")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -425,7 +445,18 @@ class _Text:
         return self.text
 
     def _repr_html_(self) -> str:
-        return f"<pre>{html.escape(self.text)}</pre>"
+        return f"<pre style='white-space:pre-wrap'>{html.escape(self.text)}</pre>"  # a long answer wraps, never cut
+
+
+class _Html(_Text):
+    """Text with a face of its own in a notebook (tests read the text)."""
+
+    def __init__(self, text: str, markup: str):
+        super().__init__(text)
+        self.markup = markup
+
+    def _repr_html_(self) -> str:
+        return self.markup
 
 
 class _Message(_Text):
@@ -746,9 +777,8 @@ def modern_block_explorer() -> Explorer:
 
     def toggles(name: str, options: Sequence, value) -> widgets.ToggleButtons:
         """Buttons that show each option by its label and give ``render`` its value (the GPTConfig option)."""
-        return widgets.ToggleButtons(options=options, value=value, description=name,
-                                     style={"description_width": "initial", "button_width": "74px"},
-                                     layout=widgets.Layout(width=CONTROLS_WIDTH))
+        return widgets.ToggleButtons(options=options, value=value, description=name,  # labels whole, never "Lay…"
+                                     style={"description_width": "initial", "button_width": "auto"})
 
     tied = widgets.Checkbox(value=False, description="tied", indent=False, layout=widgets.Layout(width=CONTROLS_WIDTH))
     return explorer([toggles("norm", (("LayerNorm", "layer"), ("RMSNorm", "rms")), "layer"),

@@ -22,10 +22,17 @@ NORMS = ("layer", "rms")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu")
 
 
+MAX_LAYERS = 256
+
+
 def _check_model_options(cfg: ModelConfig | GPTConfig, vocab_size: int) -> None:
     """What both configs share: dropout, pad_id (None: no padding), positions, tying, the final norm, the layers'
     options."""
     check_dropout(cfg.dropout)
+    if cfg.num_layers > MAX_LAYERS:  # each layer is built in turn: 20,000 tiny ones took two minutes
+        raise ValueError(_("num_layers={num_layers} is more than the {most} layers a model here is built with (the "
+                           "largest published models have about 100): use num_layers <= {most}").format(
+                               num_layers=cfg.num_layers, most=MAX_LAYERS))
     if cfg.pad_id is not None:
         check_token_id("pad_id", cfg.pad_id, vocab_size)
     check_choice("positions", cfg.positions, POSITIONS)

@@ -178,6 +178,7 @@ def greedy_steps(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens:
     ``sos_id``, ``eos_id``: as for every verb (the module's docstring).
     """
     _check_start(model, inputs, max_new_tokens, sos_id, eos_id)
+    _check_rows_fit(model, inputs, max_new_tokens)
     for ys, logits in _decode(model, inputs, max_new_tokens, sos_id, eos_id, use_cache, _greedy, no_repeat):
         yield ys, logits.softmax(-1)
 
@@ -214,6 +215,7 @@ def sample_decode(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens
     """
     _check_start(model, inputs, max_new_tokens, sos_id, eos_id)
     _check_sampling(_vocab_size(model), inputs.device, temperature, top_k, top_p, generator)
+    _check_rows_fit(model, inputs, max_new_tokens)
     for prefix, _logits in _decode(model, inputs, max_new_tokens, sos_id, eos_id, use_cache,
                                    lambda logits: sample_next(logits, temperature, top_k, top_p, generator)):
         ys = prefix  # each step's [B, V] logits are dropped as the next step's arrive
@@ -389,6 +391,15 @@ def beam_peak_bytes(model: Transformer | GPT, inputs: torch.Tensor, max_new_toke
     rows, width = inputs.size(0) * beam_size, model.cfg.d_model
     length = inputs.size(1) + max_new_tokens + 1  # the source (its cross-attention cache) or prompt, and the target
     return 4 * rows * (8 * _vocab_size(model) + 2 * model.cfg.num_layers * length * width)
+
+
+def _check_rows_fit(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int) -> None:
+    """Greedy and sampled decoding: a batch of rows this process cannot hold is refused before decoding (a
+    [100000, 4] source at V = 50,000 asked for 20 GB and the kernel died)."""
+    if inputs.device.type == "cpu":  # the guard reads this process's host memory
+        memory_guard.check_room(beam_peak_bytes(model, inputs, max_new_tokens, 1), _(
+            "decoding {rows} rows at once (each scoring all {vocab} tokens at every step)").format(
+                rows=inputs.size(0), vocab=_vocab_size(model)), _("decode fewer rows at a time"))
 
 
 def _check_beam_fits(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int, beam_size: int) -> None:

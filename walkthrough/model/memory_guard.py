@@ -112,3 +112,15 @@ def check_fits_in_memory(cfg: ModelConfig | GPTConfig, what: str | None = None) 
                          "shapes at any size, trace on the meta device: wt.trace_shapes)").format(
                              what=what, needed_2_30=needed / 2 ** 30, limit=limit,
                              max_room_0_2_30=max(room, 0) / 2 ** 30))
+
+
+def check_room(needed: int, what: str, fix: str) -> None:
+    """Refuse, before allocating, work that needs ``needed`` bytes more than this process may still allocate: the
+    guard of every size a student chooses beyond building a model (training it, decoding a batch). ``what`` names
+    the work, ``fix`` what to lower; on the meta device nothing is allocated."""
+    headroom = memory_headroom()
+    if torch.empty(0).device.type != "meta" and headroom is not None and needed > headroom[0]:
+        room, limit = headroom
+        raise ValueError(_("{what} would need about {needed:.1f} GiB, but {limit} leaves this process {room:.1f} GiB: "
+                           "{fix}").format(what=what, needed=needed / 2**30, limit=limit, room=max(room, 0) / 2**30,
+                                           fix=fix))

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from ..checks import check_positive_int, check_smoothing
 from ..i18n import N_, _
+from ..model.memory_guard import check_room
 from .data import Vocab, chinese_tokens, english_tokens, pad_batch
 
 WARMUP_SHARE = 0.15  # the warm-up's default share of the steps
@@ -202,6 +203,10 @@ class TrainingLoop:
         self.score_fn, self.score_name = score, score_name
         self.total_steps, self.warmup, self.peak_lr = steps, warmup, peak_lr
         self.threads = threads
+        weights = sum(p.numel() for p in model.parameters())
+        check_room(3 * 4 * weights, _("training this model (its gradients and Adam's two moments: three more copies "
+                                      "of its {weights:,} weights)").format(weights=weights),
+                   _("lower its sizes (wt.training_memory shows what a step keeps, on the meta device)"))
         self.optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: warmup_lr(s, warmup, steps, peak_lr))

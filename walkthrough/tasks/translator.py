@@ -34,7 +34,8 @@ from ..model.transformer import Transformer
 from ..text.bpe import BYTE_OF, gpt2_bpe
 from ..text.corpus import cedict_dictionary
 from ..text.sentences import LICENCE_NOTE, sentence_pairs
-from .checkpoints import REBUILT_BY, TRANSLATOR_CHECKPOINT_FORMAT, settings_from
+from .checkpoints import REBUILT_BY, TRANSLATOR_CHECKPOINT_FORMAT, settings_from, side_file
+from .class_sentences import CATEGORIES, category_checks, class_set, made_pairs
 from .data import EOS, PAD, SOS, UNK, Vocab, pad_batch
 from .numerals import TrainSettings, validate_texts
 from .training import (
@@ -49,6 +50,8 @@ MIN_VOCAB_SIZE = 256 + len(SPECIAL_TOKENS)  # every byte, then the special token
 MAX_TOKENS = 64  # a sentence's tokens fed to the model (the longest Chinese kept, 32 characters, is at most 48)
 SORTED_RUN = 50  # batches sorted by length together: long enough to pad little, short enough to stay random
 MAX_NEW_TOKENS = 48  # the longest English the model writes, in tokens (the longest train sentence: 40)
+MAX_BEAM = 64  # the widest beam translate and the command line take
+UNSURE_BELOW = 0.2  # a translation is unsure when one of its tokens had less (notebook 17's table by bucket)
 
 
 def train_tokenizer(texts: list[str], vocab_size: int):
@@ -65,7 +68,7 @@ class TranslatorSettings(TrainSettings):
     d_model: int = 256
     d_ff: int = 1024
     batch_size: int = 128
-    steps: int = 2600
+    steps: int = 3500
     peak_lr: float = 1e-3
     vocab_size: int = 8000
     dropout: float = 0.1
@@ -87,7 +90,35 @@ class TranslatorSettings(TrainSettings):
 
 def tokenizer_path(checkpoint: Path) -> Path:
     """The tokenizer's file beside its checkpoint: ``tatoeba.pt`` -> ``tatoeba_tokenizer.json``."""
-    return checkpoint.with_name(f"{checkpoint.stem}_tokenizer.json")
+    return side_file(checkpoint, "tokenizer.json")
+
+
+def check_pairs(pairs, name: str = "pairs") -> None:
+    """(Chinese, English) pairs as the translator takes them: a non-empty list of pairs of non-blank, whole text."""
+    if not isinstance(pairs, list):
+        raise TypeError(_("{name} must be a list of (Chinese, English) pairs such as [('早上好！', 'Good morning!')], "
+                          "got {type}").format(name=name, type=type(pairs).__name__))
+    if not pairs:
+        raise ValueError(_("pairs is empty: give at least one (Chinese, English) pair"))
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(
+                isinstance(t, str) and t.strip() and not any("\ud800" <= c <= "\udfff" for c in t) for t in pair)):
+            raise ValueError(_("{name}[{i}] must be a (Chinese, English) pair of non-blank strings of whole characters "
+                               "such as ('早上好！', 'Good morning!'), got {pair!r}").format(name=name, i=i, pair=pair))
+
+
+def check_parts(tokenizer, model=None) -> None:
+    """A translator's parts: a ``tokenizers.Tokenizer`` (``train_tokenizer``'s, or a loaded translator's) and, when
+    given, the encoder-decoder ``Transformer`` it feeds."""
+    from tokenizers import Tokenizer
+
+    if not isinstance(tokenizer, Tokenizer):
+        raise TypeError(_("tokenizer must be a Hugging Face tokenizers.Tokenizer, as train_tokenizer(texts, "
+                          "vocab_size) makes or a loaded translator's .tokenizer holds, got {type}").format(
+                              type=type(tokenizer).__name__))
+    if model is not None and not isinstance(model, Transformer):
+        raise TypeError(_("model must be a walkthrough.Transformer, e.g. a loaded translator's .model, got "
+                          "{type}").format(type=type(model).__name__))
 
 
 def fine_tune_data(pairs: list[tuple[str, str]], repeats: int = 24, others: int = 1000,
@@ -99,11 +130,12 @@ def fine_tune_data(pairs: list[tuple[str, str]], repeats: int = 24, others: int 
     """
     check_positive_int("repeats", repeats)
     check_positive_int("others", others)
-    for i, pair in enumerate(pairs):
-        if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(t, str) and t.strip() for t in pair)):
-            raise ValueError(_("pairs[{i}] must be a (Chinese, English) pair of non-blank strings such as "
-                             "('早上好！', 'Good morning!'), got {pair!r}").format(i=i, pair=pair))
-    return list(pairs) * repeats + random.Random(seed).sample(sentence_pairs("train"), others)
+    check_pairs(pairs)
+    train = sentence_pairs("train")
+    if others > len(train):
+        raise ValueError(_("others={others} is more than the {count:,} train pairs there are: use others <= "
+                           "{count}").format(others=others, count=len(train)))
+    return [tuple(pair) for pair in pairs] * repeats + random.Random(seed).sample(train, others)
 
 
 class Translator:
@@ -116,6 +148,7 @@ class Translator:
                  step: int = 0, losses: list[float] | None = None):
         # Text that spells "<unk>" or "<eos>" is those letters' bytes, never the special id (which decode drops):
         # the special ids come from the model and the batches, not from anything a student types.
+        check_parts(tokenizer, model)
         tokenizer.encode_special_tokens = True
         self.model, self.tokenizer = model, tokenizer
         self.settings, self.step, self.losses = settings, step, list(losses or [])
@@ -140,11 +173,17 @@ class Translator:
 
     def decode(self, ids) -> str:
         """Ids -> text, stopping at <eos> and dropping <sos> and <pad>."""
-        before_eos = itertools.takewhile(lambda i: i != Vocab.eos_id, (int(i) for i in ids))
+        ids, size = [int(i) for i in ids], self.tokenizer.get_vocab_size()
+        wrong = next((i for i in ids if not 0 <= i < size), None)
+        if wrong is not None:
+            raise ValueError(_("ids hold {id}, which is no token: this vocabulary's ids are 0 to {last}").format(
+                id=wrong, last=size - 1))
+        before_eos = itertools.takewhile(lambda i: i != Vocab.eos_id, ids)
         return self.tokenizer.decode([i for i in before_eos if i not in (Vocab.pad_id, Vocab.sos_id)])
 
     def tokens(self, text: str) -> list[str]:
         """Each token of ``text`` as text (a token holding part of a character's bytes shows as �)."""
+        validate_texts([text], "早上好！", N_("sentence"))
         return [self.tokenizer.decode([i]) for i in self.encode(text)]
 
     def token_bytes(self, text: str) -> list[bytes]:
@@ -161,24 +200,31 @@ class Translator:
         return Batch(self.source_batch([zh for zh, _ in pairs]), tgt_in, labels)
 
     @torch.no_grad()
-    def translate(self, texts: list[str], beam_size: int | None = None, batch_size: int = 32) -> list[str]:
+    def translate(self, texts: list[str], beam_size: int | None = None, batch_size: int = 32,
+                  no_repeat: bool = True) -> list[str]:
         """One English phrase per text: greedy, or the best of ``beam_size`` beams.
 
         Any string is read (a character never seen is its bytes); a text longer than ``MAX_TOKENS`` tokens
         is cut there, since the model never saw a phrase that long. ``batch_size`` texts decode at once (each
-        with ``beam_size`` beams): small enough that a class's kernels stay small.
+        with ``beam_size`` beams): small enough that a class's kernels stay small. ``no_repeat`` (greedy): never
+        the token just written again, the rule notebook 17 measures.
         """
         validate_texts(texts, "早上好！", N_("sentence"))
         check_positive_int("batch_size", batch_size)
         if beam_size is not None:
             check_positive_int("beam_size", beam_size)
+            if beam_size > MAX_BEAM:
+                raise ValueError(_("beam_size={beam_size} is more than {most}: a wider beam only costs time on "
+                                   "sentences this short (256 beams took 1.7 s for one word); use beam_size <= "
+                                   "{most}").format(beam_size=beam_size, most=MAX_BEAM))
         self.model.eval()
         out = []
         with torch_threads(1):
             for start in range(0, len(texts), batch_size):
                 src = self.source_batch(texts[start:start + batch_size])  # [B, L_src]
                 if beam_size is None:
-                    ids = greedy_decode(self.model, src, MAX_NEW_TOKENS, Vocab.sos_id, Vocab.eos_id)  # [B, T]
+                    ids = greedy_decode(self.model, src, MAX_NEW_TOKENS, Vocab.sos_id, Vocab.eos_id,
+                                        no_repeat=no_repeat)  # [B, T]
                 else:
                     ids = beam_search(self.model, src, MAX_NEW_TOKENS, Vocab.sos_id, Vocab.eos_id,
                                       beam_size=beam_size).best  # [B, T]
@@ -186,10 +232,33 @@ class Translator:
         return out
 
     @torch.no_grad()
+    def token_probs(self, pairs: list[tuple[str, str]], batch_size: int = 4) -> list[list[tuple[str, float]]]:
+        """Each English token of each (zh, en) pair, <eos> last, with the probability the model gives it after
+        the tokens before it: for the model's own greedy output, exactly what it chose each token with."""
+        check_positive_int("batch_size", batch_size)
+        check_pairs(pairs)
+        self.model.eval()
+        found = []
+        with torch_threads(1):
+            for start in range(0, len(pairs), batch_size):
+                batch = self.batch(pairs[start:start + batch_size])
+                probs = self.model(batch.src, batch.tgt_in).softmax(-1)  # [B, L_tgt, V]
+                chosen = probs.gather(-1, batch.labels[..., None])[..., 0]  # [B, L_tgt]
+                found += [[(EOS if i == Vocab.eos_id else self.tokenizer.decode([i]), float(p))
+                           for i, p in zip(row.tolist(), row_probs) if i != Vocab.pad_id]
+                          for row, row_probs in zip(batch.labels, chosen)]
+        return found
+
+    @torch.no_grad()
     def cross_attention(self, zh: str, en: str | None = None, layer: int = -1, per_head: bool = False):
         """Teacher-forced cross-attention of one pair, averaged over heads: (weights [L_tgt, L_src], the token each
         row predicts, the source tokens). ``en`` left out: the model's own greedy translation. ``per_head``: each
         head's map, [H, L_tgt, L_src]."""
+        layers = len(self.model.decoder.layers)
+        if isinstance(layer, bool) or not isinstance(layer, int) or not -layers <= layer < layers:
+            raise ValueError(_("layer must be a whole number from {low} to {high} (this decoder has {layers} layers; "
+                               "-1 is the last), got {layer!r}").format(low=-layers, high=layers - 1, layers=layers,
+                                                                        layer=layer))
         en = self.translate([zh])[0] if en is None else en
         batch = self.batch([(zh, en)])
         self.model.eval()
@@ -206,8 +275,7 @@ class Translator:
         time: 4 sentences' logits [4, L_tgt, V] kept a kernel 12 MB larger, 16 sentences' 100 MB (measured), and a
         class shares one server."""
         check_positive_int("batch_size", batch_size)
-        if not pairs:
-            raise ValueError(_("pairs is empty: give at least one (Chinese, English) pair"))
+        check_pairs(pairs)
         self.model.eval()
         total, tokens = 0.0, 0
         with torch_threads(1):
@@ -226,7 +294,8 @@ class TranslatorTrainer(TrainingLoop):
     """The translation task on ``TrainingLoop``: a fixed shuffle per epoch (from the seed), so step ``s``'s batch
     is the same in every run and a resumed run sees the same data.
 
-    By default a new model on the train split of ``sentence_pairs``; given ``model`` (a loaded translator's), it
+    By default a new model on the train split of ``sentence_pairs`` and the made pairs that teach numbers and
+    names (``class_sentences.made_pairs``); given ``model`` (a loaded translator's), it
     trains that one further (a fine-tune), and given ``pairs``, on those pairs instead.
     """
 
@@ -237,6 +306,9 @@ class TranslatorTrainer(TrainingLoop):
         if not isinstance(settings, TranslatorSettings):
             raise TypeError(_("settings must be a walkthrough.TranslatorSettings, got {type}").format(
                 type=type(settings).__name__))
+        check_parts(tokenizer, model)
+        if pairs is not None:
+            check_pairs(pairs)
         self.settings = settings
         cfg = settings.model_config(tokenizer.get_vocab_size())
         torch.manual_seed(settings.seed)  # the initial weights and every dropout mask: a run repeats, a fine-tune too
@@ -251,7 +323,7 @@ class TranslatorTrainer(TrainingLoop):
                                "settings, e.g. dataclasses.replace(translator.settings, steps=...)").format(
                                    differ="; ".join(differ) or repr(cfg)))
         self.translator = Translator(model, tokenizer, settings)
-        self.pairs = sentence_pairs("train") if pairs is None else list(pairs)
+        self.pairs = sentence_pairs("train") + made_pairs() if pairs is None else list(pairs)
         if len(self.pairs) < settings.batch_size:
             raise ValueError(_("{count} pairs do not fill one batch of batch_size={batch_size}: give more pairs "
                              "or a smaller batch_size").format(count=len(self.pairs), batch_size=settings.batch_size))
@@ -299,7 +371,7 @@ class TranslatorTrainer(TrainingLoop):
         """The tokenizer and the licence note (CC BY 2.0 FR, as the sentences), written beside the checkpoint."""
         tokenizer = tokenizer_path(path)
         return {tokenizer: self.translator.tokenizer.to_str(),
-                path.with_name(f"{path.stem}_LICENCE.json"): json.dumps(
+                side_file(path, "LICENCE.json"): json.dumps(
                     {"files": [path.name, tokenizer.name], "licence": "CC BY 2.0 FR", "note": LICENCE_NOTE},
                     indent=1) + "\n"}
 
@@ -308,19 +380,37 @@ class TranslatorTrainer(TrainingLoop):
         return sequence_loss(logits, batch.labels, Vocab.pad_id, self.settings.smoothing)
 
 
-def scores(hypotheses: list[str], references: list[str]) -> dict[str, float]:
-    """Corpus chrF and BLEU (sacrebleu, its default settings) of ``hypotheses`` against one reference each."""
+def scores(hypotheses: list[str], references: list[str] | list[tuple[str, ...]]) -> dict[str, float]:
+    """Corpus chrF and BLEU (sacrebleu, its default settings) of ``hypotheses`` against their references: one
+    string each, or a tuple of every reference of that sentence (a sentence with several is scored once)."""
     import sacrebleu
 
-    for name, texts in (("hypotheses", hypotheses), ("references", references)):
+    several = [(ref,) if isinstance(ref, str) else tuple(ref) for ref in references]
+    for name, texts in (("hypotheses", hypotheses), ("references", [r for refs in several for r in refs])):
         if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
             raise TypeError(_("{name} must be a list of strings, one per sentence").format(name=name))
     if not hypotheses or len(hypotheses) != len(references):
         raise ValueError(_("hypotheses and references must be two lists of the same, non-zero length (one "
                            "reference per translation), got {hypotheses} and {references}").format(
                                hypotheses=len(hypotheses), references=len(references)))
-    return {"chrF": sacrebleu.corpus_chrf(hypotheses, [references]).score,
-            "BLEU": sacrebleu.corpus_bleu(hypotheses, [references]).score}
+    streams = [[refs[k] if k < len(refs) else None for refs in several] for k in range(max(map(len, several)))]
+    return {"chrF": sacrebleu.corpus_chrf(hypotheses, streams).score,
+            "BLEU": sacrebleu.corpus_bleu(hypotheses, streams).score}
+
+
+def class_set_table(guesses: dict[str, list[str]]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Per category of the class set, per system (``guesses``: its translation of every class-set sentence, in
+    order): chrF and BLEU against both references, and the percentage its category's check holds (None: none)."""
+    rows = class_set()
+    table = {}
+    for category in CATEGORIES:
+        index = [i for i, row in enumerate(rows) if row[0] == category]
+        table[category] = {}
+        for system, outputs in guesses.items():
+            checks = [category_checks(category, rows[i][1], outputs[i], rows[i][3]) for i in index]
+            table[category][system] = scores([outputs[i] for i in index], [rows[i][2] for i in index]) | {
+                "check": None if checks[0] is None else 100 * sum(checks) / len(checks)}
+    return table
 
 
 def sentence_chrf(hypothesis: str, reference: str) -> float:
@@ -341,9 +431,18 @@ def _character_grams(text: str) -> Counter[str]:
     return Counter(list(text) + [text[i:i + 2] for i in range(len(text) - 1)])
 
 
+def unsure_note(probs: list[tuple[str, float]]) -> str | None:
+    """None when the model gave every token of a translation (``token_probs``) at least ``UNSURE_BELOW``; else
+    a note naming its least likely token: the mark the explorer and ``python -m walkthrough translate`` show."""
+    token, p = min(probs, key=lambda pair: pair[1])
+    return None if p >= UNSURE_BELOW else _("unsure: {token!r} at {p:.0%}").format(token=token.strip() or token,
+                                                                                  p=p)
+
+
 def translation_memory(texts: list[str], train: list[tuple[str, str]] | None = None) -> list[str]:
     """Baseline 1, by hand: the English of the most similar training sentence, by the cosine of character 1- and
     2-gram counts weighted by TF-IDF (ties: the first in the train split; no shared gram: an empty guess)."""
+    validate_texts(texts, "早上好！", N_("sentence"))
     train = sentence_pairs("train") if train is None else train
     df = Counter(gram for zh, _ in train for gram in _character_grams(zh))  # in how many sentences each gram is
     columns = {gram: i for i, gram in enumerate(df)}
@@ -375,6 +474,7 @@ def translation_memory(texts: list[str], train: list[tuple[str, str]] | None = N
 def word_for_word(texts: list[str]) -> list[str]:
     """Baseline 2, by hand: each text cut into CC-CEDICT headwords, longest match first, each replaced by its
     first gloss, in Chinese word order (a character the dictionary lacks is kept as it is)."""
+    validate_texts(texts, "早上好！", N_("sentence"))
     dictionary = cedict_dictionary()
     longest = max(map(len, dictionary))
     guesses = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 
 import torch
 
@@ -224,6 +225,24 @@ class ShapeTable:
         summary = _("the whole map ({count} rows), these steps highlighted").format(count=len(self.rows))
         return (f"<p><b>{title}</b></p>{self._table_html(focus)}"
                 f"<details><summary>{summary}</summary>{self._table_html(self.rows)}</details>")
+
+
+class Table:
+    """Rows of text as an HTML table in a notebook, and as tab-separated lines elsewhere (what nbval compares).
+    A table that mixes Chinese and English lines up only as HTML: padded text does not, as the browser's CJK font is
+    not exactly two columns wide. ``header`` and each row: the cells, already formatted as text."""
+
+    def __init__(self, header: Sequence[str], rows: Sequence[Sequence[object]]):
+        self.header, self.rows = tuple(header), [tuple(str(cell) for cell in row) for row in rows]
+
+    def __repr__(self) -> str:
+        return "\n".join("\t".join(row).rstrip() for row in (self.header, *self.rows))
+
+    def _repr_html_(self) -> str:
+        def cells(row, tag):
+            return "".join(f"<{tag} style='text-align:left'>{html.escape(cell)}</{tag}>" for cell in row)
+        body = "".join(f"<tr>{cells(row, 'td')}</tr>" for row in self.rows)
+        return f"<table><thead><tr>{cells(self.header, 'th')}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def shape_map(cfg: ModelConfig | GPTConfig | None = None, batch: int | None = None, src_len: int | None = None,
