@@ -302,7 +302,7 @@ def test_the_walk_finds_a_cut_button_label(kernels_shut_down, lab, open_notebook
         "import ipywidgets as widgets\n"
         "widgets.VBox([widgets.ToggleButtons(options=['LayerNorm', 'SwiGLU'], style={'button_width': '40px'}),\n"
         "              widgets.ToggleButtons(options=['LayerNorm', 'SwiGLU'], style={'button_width': 'auto'}),\n"
-        "              widgets.ToggleButtons(options=['on'], style={'button_width': '40px'})])")]
+        "              widgets.ToggleButtons(options=['on'], style={'button_width': '70px'})])")]
     for cell in cells:
         cell.metadata["slideshow"] = {"slide_type": "slide"}
     notebook = open_notebook(put_notebook(lab, "cut_label_check.ipynb", cells))

@@ -393,7 +393,7 @@ def real_translation_explorer(translator) -> Explorer:
     drawn = {}  # the figure of the last move, drawn again in place: its axes and ticks are not made again
     # 30 characters and more show whole at 1366x768: a class reads the sentence it typed, not its last nine
     sentence = widgets.Text(value="早上好！", description="sentence", continuous_update=False,
-                            style={"description_width": "initial"}, layout=widgets.Layout(width="38em"))
+                            style={"description_width": "initial"}, layout=widgets.Layout(width="44em"))
     return explorer([sentence, slider("beam", 4, 1, 8)], render,
                     _("Before you type 我爱你。: which source token should 'love' look at, and will the beam "
                       "change the greedy answer?"), controls_on_top=True)
