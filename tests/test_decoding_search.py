@@ -392,10 +392,14 @@ def test_the_sampling_explorer_shows_what_survives():
     explorer = wt.widgets.sampling_explorer(trainer.model, trainer.vocab, "三百零五")
     assert "tokens left: 1 of" not in explorer.text() and "[image/png]" in explorer.text()
     explorer.control("temperature").value = 0.0
-    assert "tokens left: 1 of 51" in explorer.text() and "three      1.000" in explorer.text()
+    assert "tokens left: 1 of 51" in explorer.text() and "token\tthree\nprobability\t1.000" in explorer.text()
     explorer.control("temperature").value = 4.0
     explorer.control("top_k").value = 3
     assert "tokens left: 3 of 51" in explorer.text()
+    explorer.control("top_k").value = 51
+    [html] = [out.outputs[0]["data"]["text/html"] for out in explorer.outputs if "<table" in str(out.outputs)]
+    assert html.count("<tr>") == 2 and html.count("<th ") == 1 + 5 + 1 and "... 46 more" in html, \
+        "the five likeliest and a count, as a table of two rows"
 
 
 def test_the_beam_tree_draws_a_node_per_beam_and_step():

@@ -121,12 +121,15 @@ CLIPPED = """slack => {
 }"""
 SLIDE_PROBES["clipped"] = (CLIPPED, CLIP_SLACK_PX)
 # A control whose own text is cut (a button's label ends in an ellipsis: 18's option buttons once read "Lay…",
-# "Swi…"): any button or label on the slide whose text is wider than its box.
+# "Swi…"; 16's phrase box showed "早上好 good mornin"): any button, label or text box on the slide whose text is
+# wider than its box.
 CUT_LABELS = """slack => [...document.querySelectorAll('.jp-NotebookPanel.jp-Deck .jp-Cell.jp-deck-mod-visible '
-                                                      + ':is(button, label, .widget-label, .widget-label-basic)')]
+                                                      + ':is(button, label, .widget-label, .widget-label-basic, '
+                                                      + '.widget-text input)')]
     .filter(e => e.checkVisibility({visibilityProperty: true}) && e.clientWidth > 0
                  && e.scrollWidth - e.clientWidth > slack)
-    .map(e => ({text: e.innerText.trim(), box: e.clientWidth, content: e.scrollWidth}))"""
+    .map(e => ({text: (e.matches('input') ? e.value : e.innerText).trim(), box: e.clientWidth,
+                content: e.scrollWidth}))"""
 SLIDE_PROBES["cut_labels"] = (CUT_LABELS, CLIP_SLACK_PX)
 
 
@@ -287,7 +290,8 @@ def test_every_slide_fits_the_screen_and_one_key_walks_every_cell(kernels_shut_d
                        f"with a `## ` heading, or show the rows that matter: wt.shape_table(..., within=, steps=), " \
                        f"wt.shape_map(..., highlight=))"
     cut = cut_labels(slides)
-    assert not cut, f"{name}: a control's label is cut: {cut} (give the buttons room: button_width)"
+    assert not cut, f"{name}: a control's label is cut: {cut} (give it room: button_width for buttons, " \
+                    f"widgets.TEXT_BOX_WIDTH for a text box)"
 
 
 def cut_labels(slides: list[dict]) -> list[str]:
@@ -297,12 +301,15 @@ def cut_labels(slides: list[dict]) -> list[str]:
 
 def test_the_walk_finds_a_cut_button_label(kernels_shut_down, lab, open_notebook):  # noqa: F811
     """The cut-label check can fail: option buttons 40 px wide cut "LayerNorm" and "SwiGLU" (18's were 74 px for
-    labels of 104-114 px); buttons as wide as their labels, and a short one, are not cut."""
+    labels of 104-114 px), and a text box 80 px wide cuts the phrase in it (16's cut its default); buttons as wide
+    as their labels, a short one, and a text box wide enough are not cut."""
     cells = [nbformat.v4.new_markdown_cell("# Cut"), nbformat.v4.new_code_cell(
         "import ipywidgets as widgets\n"
         "widgets.VBox([widgets.ToggleButtons(options=['LayerNorm', 'SwiGLU'], style={'button_width': '40px'}),\n"
         "              widgets.ToggleButtons(options=['LayerNorm', 'SwiGLU'], style={'button_width': 'auto'}),\n"
-        "              widgets.ToggleButtons(options=['on'], style={'button_width': '70px'})])")]
+        "              widgets.ToggleButtons(options=['on'], style={'button_width': '70px'}),\n"
+        "              widgets.Text(value='早上好 good morning', layout=widgets.Layout(width='80px')),\n"
+        "              widgets.Text(value='早上好', layout=widgets.Layout(width='44em'))])")]
     for cell in cells:
         cell.metadata["slideshow"] = {"slide_type": "slide"}
     notebook = open_notebook(put_notebook(lab, "cut_label_check.ipynb", cells))
@@ -310,7 +317,7 @@ def test_the_walk_finds_a_cut_button_label(kernels_shut_down, lab, open_notebook
     notebook.start_deck()
     slides = walk_deck(notebook, last=1)
     cut = slides[1]["probes"]["cut_labels"]
-    assert sorted(label["text"] for label in cut) == ["LayerNorm", "SwiGLU"], cut
+    assert sorted(label["text"] for label in cut) == ["LayerNorm", "SwiGLU", "早上好 good morning"], cut
     assert all(label["box"] < label["content"] for label in cut) and cut_labels(slides[:1]) == []
 
 

@@ -5,6 +5,7 @@ import ast
 import copy
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -359,7 +360,9 @@ def test_cli_translate_bad_input_is_a_message_not_a_traceback():
 @pytest.mark.parametrize("text", ["😀🎉", "ᏣᎳᎩ ⵜⴰⵎⴰⵣⵉⵖⵜ", "早上好" * 3334])
 def test_cli_translates_emoji_unknown_scripts_and_a_long_paste(text):
     run = cli("translate", text)
-    assert run.returncode == 0 and len(run.stdout.splitlines()) == 1, run.stderr
+    assert run.returncode == 0, run.stderr
+    [line] = run.stdout.splitlines()
+    assert re.search(r"[A-Za-z]", line.split("⚠")[0]), f"no English before the unsure mark: {line!r}"
 
 
 @pytest.mark.classroom  # a process that loads the translator: 2-5 s
@@ -506,3 +509,9 @@ def test_odd_ids_layers_texts_and_beams_get_a_message(shipped):
     with pytest.raises(ValueError, match=r"beam_size=8000 is more than 64: a wider beam only costs time"):
         shipped.translate(["我"], beam_size=8000)
     assert shipped.translate(["我"], beam_size=64)  # the cap itself is allowed
+
+
+def test_near_training_finds_a_sentence_one_character_away_and_no_further():
+    texts = ["我爱你。", "我爱他。", "我你。", "我们爱你。", "你爱我。", "他很高。"]
+    near = translator.near_training(texts, ["我爱你。"])
+    assert near == [True, True, True, True, False, False], "same, changed, dropped, added; two changes; no match"

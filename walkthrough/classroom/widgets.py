@@ -48,7 +48,7 @@ from ..trace.cost import encoder_layer_costs, format_costs, gqa_costs, kv_sharin
 from ..trace.gradients import GradientTable, parameter_gradients, trace_gradients
 from ..trace.memory import crossover_length, training_memory
 from ..trace.meta import SOURCE_SIZES
-from ..trace.tables import shape_table
+from ..trace.tables import Table, shape_table
 from ..trace.tracer import meta_inputs, trace_callable, trace_shapes
 from . import viz
 
@@ -56,6 +56,9 @@ BASE = ModelConfig.paper_base()  # the paper's base model, vocabularies of 30000
 SIZES = SOURCE_SIZES  # batch, src_len, tgt_len: the source articles' sizes, the traces' defaults
 FIGURE_DPI = viz.SCREEN_DPI  # explorer figures as every other figure: text of viz.MIN_FONT_PT reads at 14.6 px
 CONTROLS_WIDTH = "250px"
+# A box a class types a sentence into: 30 characters and more show whole at 1366x768 (16's phrase box once cut its
+# own default, "早上好 good morning", and 17's showed a typed sentence's last nine characters)
+TEXT_BOX_WIDTH = "44em"
 
 
 def slider(name: str, value: int, low: int, high: int, step: int = 1) -> widgets.IntSlider:
@@ -391,9 +394,8 @@ def real_translation_explorer(translator) -> Explorer:
         [beamed] = translator.translate([sentence], beam_size=beam)
         return drawn["sure"], _Text(_("beam of {beam}:    {beamed}").format(beam=beam, beamed=beamed)), drawn["shown"]
     drawn = {}  # the figure of the last move, drawn again in place: its axes and ticks are not made again
-    # 30 characters and more show whole at 1366x768: a class reads the sentence it typed, not its last nine
     sentence = widgets.Text(value="早上好！", description="sentence", continuous_update=False,
-                            style={"description_width": "initial"}, layout=widgets.Layout(width="44em"))
+                            style={"description_width": "initial"}, layout=widgets.Layout(width=TEXT_BOX_WIDTH))
     return explorer([sentence, slider("beam", 4, 1, 8)], render,
                     _("Before you type 我爱你。: which source token should 'love' look at, and will the beam "
                       "change the greedy answer?"), controls_on_top=True)
@@ -708,15 +710,18 @@ def sampling_explorer(model, vocab, text: str = "三百零五") -> Explorer:
         kept = next_token_probs(logits, temperature, top_k, top_p)  # [V], what sample_next draws from
         survivors = [(vocab.itos[i], float(kept[i])) for i in kept.argsort(descending=True, stable=True).tolist()
                      if kept[i] > 0]
-        lines = "\n".join(f"  {ljust(word, 10)} {p:.3f}" for word, p in survivors[:5])
-        more = "\n  " + _("... {count} more").format(count=len(survivors) - 5) if len(survivors) > 5 else ""
         summary = _Text(_("prompt: {text} <sep>\n"
                           "entropy, model:        {model_entropy:.3f} nats\n"
                           "entropy, sampled from: {kept_entropy:.3f} nats\n"
                           "tokens left: {left} of {vocab_size}").format(
             text=text, model_entropy=entropy(model_probs), kept_entropy=entropy(kept), left=len(survivors),
-            vocab_size=vocab_size) + f"\n{lines}{more}")
-        return viz.next_token_figure(model_probs, kept, vocab.itos, layout=None), summary
+            vocab_size=vocab_size))
+        # the five likeliest as a table of two rows, not padded text: a Chinese token is not exactly two columns
+        # wide in the browser's font, and two rows keep the slide on the screen
+        more = [_("... {count} more").format(count=len(survivors) - 5)] if len(survivors) > 5 else []
+        top = Table((_("token"), *(word for word, _p in survivors[:5]), *more),
+                    [(_("probability"), *(f"{p:.3f}" for _word, p in survivors[:5]))])
+        return viz.next_token_figure(model_probs, kept, vocab.itos, layout=None), summary, top
 
     temperature = widgets.FloatSlider(value=1.0, min=0.0, max=8.0, step=0.25, description="temperature",
                                       continuous_update=False, style={"description_width": "initial"},
@@ -820,13 +825,14 @@ def bpe_explorer(tokenizer: BPETokenizer | None = None, phrase: str = "早上好
         return summary, _TokenBoxes(tokens, ids)
 
     typed = widgets.Text(value=phrase, description="phrase", continuous_update=True,
-                         style={"description_width": "initial"}, layout=widgets.Layout(width=CONTROLS_WIDTH))
+                         style={"description_width": "initial"}, layout=widgets.Layout(width=TEXT_BOX_WIDTH))
     vocabulary = widgets.SelectionSlider(options=sizes, value=sizes[-1], description="vocabulary",
                                          continuous_update=False, style={"description_width": "initial"},
                                          layout=widgets.Layout(width=CONTROLS_WIDTH))
     return explorer([typed, vocabulary], render,
-                    _("Before you slide the vocabulary down to 259: how many tokens will 早上好 be, and "
-                      "good morning?"))
+                    _("Type any phrase; each box is a token, its id under it (␣ is a space). Before you slide the "
+                      "vocabulary down to 259: how many tokens will 早上好 be, and good morning?"),
+                    controls_on_top=True)
 
 
 class _TokenBoxes:
@@ -854,7 +860,8 @@ def every_explorer(trainer=None) -> dict[str, Callable[[], Explorer]]:
     untrained numeral trainer when None), 12's and 17's with the shipped models. An explorer added later that needs
     other arguments is an error here, so whatever walks them all (the i18n test, the benchmark) cannot miss it."""
     from ..tasks.checkpoints import load_checkpoint, shipped_file
-    from ..tasks.numerals import Trainer, TrainSettings
+    from ..tasks.numerals import Trainer
+    from ..tasks.training import TrainSettings
 
     def gpt() -> tuple:
         loaded = load_checkpoint(shipped_file("checkpoints", "gpt_numerals.pt"))

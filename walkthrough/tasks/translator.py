@@ -37,10 +37,11 @@ from ..text.sentences import LICENCE_NOTE, sentence_pairs
 from .checkpoints import REBUILT_BY, TRANSLATOR_CHECKPOINT_FORMAT, settings_from, side_file
 from .class_sentences import CATEGORIES, category_checks, class_set, made_pairs
 from .data import EOS, PAD, SOS, UNK, Vocab, pad_batch
-from .numerals import TrainSettings, validate_texts
+from .numerals import validate_texts
 from .training import (
     Batch,
     TrainingLoop,
+    TrainSettings,
     teacher_forcing,
     torch_threads,
 )
@@ -469,6 +470,15 @@ def translation_memory(texts: list[str], train: list[tuple[str, str]] | None = N
         best = cosines.argmax(0)  # the first of equal maxima
         guesses += [train[int(i)][1] if cosines[i, j] > 0 else "" for j, i in enumerate(best)]
     return guesses
+
+
+def near_training(texts: list[str], train: list[str]) -> list[bool]:
+    """For each text, whether a training sentence is the same once at most one character is taken out of each (one
+    character changed, added or dropped): a test sentence the model may recall more than translate."""
+    def shortened(text: str) -> set[str]:
+        return {text} | {text[:i] + text[i + 1:] for i in range(len(text))}
+    seen = set().union(*map(shortened, train))
+    return [not shortened(text).isdisjoint(seen) for text in texts]
 
 
 def word_for_word(texts: list[str]) -> list[str]:
