@@ -16,7 +16,7 @@ need, so each notebook gets more items after its last cell, on the same kernel, 
   another process's load cannot change it. It is recorded in build/kernel-peaks/en/ or zh/ and held to the
   edition's row of the peaks docs/teaching.md states (tools/kernel_peaks.py writes the recorded peaks there);
 - `re-run out of order` (English, all but 07; the Chinese twins' code is token-identical, tests/
-  test_zh_parity.py): every code cell again, twice, in a scrambled order (tests/test_rerun_out_of_order.py).
+  test_zh_parity.py): every code cell again, in a scrambled order (tests/test_rerun_out_of_order.py).
 
 Both fail rather than measure a partial run when nbval did not run every cell (`-k`, a cell that was skipped).
 The cells run with history on (store_history), as JupyterLab runs them: a result kept only in `Out[n]` stays

@@ -436,25 +436,25 @@ def test_wrong_model_or_argument_for_a_cache_names_the_right_function():
         gpt.new_cache(torch.ones(1, 2, dtype=torch.long))
 
 
-def test_greedy_decode_holds_one_step_of_probabilities_at_a_time(monkeypatch):
-    """Each step's [B, V] probabilities must be free once the next step runs (all were kept: ~938 MiB at
-    256 tokens, B = 32, V = 30000)."""
+def test_greedy_decode_holds_one_step_of_logits_at_a_time(monkeypatch):
+    """Each step's [B, V] logits must be free once the next step runs (all were kept: ~938 MiB at 256 tokens,
+    B = 32, V = 30000)."""
     import weakref
 
     from walkthrough.model import decoding
 
     alive_counts = []
     kept = []
-    steps = decoding.greedy_steps
+    loop = decoding._decode
 
     def watched(*args, **kwargs):
-        for ys, probs in steps(*args, **kwargs):
-            kept.append(weakref.ref(probs))
+        for ys, logits in loop(*args, **kwargs):
+            kept.append(weakref.ref(logits))
             alive_counts.append(sum(ref() is not None for ref in kept))
-            del probs
+            del logits
             yield ys, None if not kept else kept[-1]()
 
-    monkeypatch.setattr(decoding, "greedy_steps", watched)
+    monkeypatch.setattr(decoding, "_decode", watched)
     model, src = never_ending(tiny_model()), padded_source()
     out = wt.greedy_decode(model, src, max_new_tokens=12, sos_id=SOS, eos_id=EOS)
     assert out.shape == (src.size(0), 13) and len(alive_counts) == 12

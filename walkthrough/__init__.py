@@ -25,8 +25,7 @@ The flat names, by what they are for (tests/test_api.py keeps this list and the 
   ``print_shape``, ``assert_shape``, ``training_memory``
 - **Data**: ``Vocab``, ``PHRASES``, ``phrase_vocabs``, ``numeral_vocabs``, ``chinese_numeral``,
   ``chinese_tokens``, ``english_words``, ``pad_batch``, ``left_pad``, ``EVERYDAY_PHRASES``, ``cedict_pairs``,
-  ``cedict_rule_counts``, ``sentence_pairs``, ``sentence_ids``, ``sentence_rule_counts``, ``hsk_pairs``,
-  ``BPETokenizer``, ``SEPARATOR``
+  ``sentence_pairs``, ``sentence_ids``, ``sentence_rule_counts``, ``hsk_pairs``, ``BPETokenizer``, ``SEPARATOR``
 - **Training**: ``make_batch``, ``teacher_forcing``, ``warmup_lr``, ``lr_curve``, ``smoothing_floor``,
   ``TrainSettings``, ``Trainer``, ``held_out_pairs``, ``translate``, ``cross_attention_map``, ``GPTSettings``,
   ``GPTTrainer``, ``make_lm_batch``, ``TranslatorSettings``
@@ -95,17 +94,16 @@ from .tasks.language_model import (
 )
 from .tasks.numerals import (
     Trainer,
-    TrainSettings,
     cross_attention_map,
     held_out_pairs,
     lr_curve,
     translate,
 )
-from .tasks.training import make_batch, smoothing_floor, teacher_forcing, warmup_lr
+from .tasks.training import TrainSettings, make_batch, smoothing_floor, teacher_forcing, warmup_lr
 from .tasks.translator import TranslatorSettings
 from .text import bpe, sentences
 from .text.bpe import BPETokenizer
-from .text.corpus import EVERYDAY_PHRASES, cedict_pairs, cedict_rule_counts
+from .text.corpus import EVERYDAY_PHRASES, cedict_pairs
 from .text.sentences import hsk_pairs, sentence_ids, sentence_pairs, sentence_rule_counts
 from .trace import cost, gradients, memory
 from .trace.memory import training_memory

@@ -15,7 +15,8 @@ import torch
 from .i18n import N_, _
 from .model.config import ModelConfig
 from .tasks.checkpoints import SERIES, load_checkpoint, save_checkpoint, shipped_file
-from .tasks.numerals import MAX_BATCH_SIZE, MAX_HELD_OUT, TrainSettings
+from .tasks.numerals import MAX_HELD_OUT
+from .tasks.training import MAX_BATCH_SIZE, TrainSettings
 from .tasks.translator import MAX_BEAM
 from .trace.meta import SOURCE_SIZES
 from .trace.tables import format_table, summarise
@@ -74,7 +75,7 @@ def _trainer(args):
     """The run's trainer: resumed from ``--resume``'s checkpoint, or new from the flags (a flag left out keeps the
     settings' default; no --warmup is 15% of the steps)."""
     from .tasks.language_model import GPTSettings, GPTTrainer
-    from .tasks.numerals import Trainer, TrainSettings
+    from .tasks.numerals import Trainer
 
     if args.resume is not None:
         trainer = load_checkpoint(args.resume)

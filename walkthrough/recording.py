@@ -1,7 +1,7 @@
 """The recording hook at the bottom of the package: model code calls ``record(step_id, tensor)``; a tracer listens.
 
 Imports only the table of steps (``steps.py``), so every model module can call it and the tracer
-(``trace.py``, above the model) can switch it on without an import cycle. With no recorder listening,
+(``trace/tracer.py``, above the model) can switch it on without an import cycle. With no recorder listening,
 ``record`` checks the step id and hands the tensor back: it never looks at it, so model code reads
 ``q = record("q", self.w_q(query))``.
 """

@@ -46,19 +46,13 @@ NEAR_ONE_HOT = 0.9  # a softmax row whose largest weight is above this attends t
 # pixels per inch no wider than SCREEN_WIDTH_IN fits unscaled where a notebook shows it on that screen (measured in
 # Chromium with the shipped settings: a cell's output area is 1186 px wide, 1205 in Deck mode; an explorer's figures,
 # beside its controls, get 932 and 951: EXPLORER_WIDTH_PX is the narrower), so text of MIN_FONT_PT points shows at
-# MIN_FONT_PT * SCREEN_DPI / 72 = 14.6 px, what the back of a room can read (``shown_px`` computes it for any figure).
+# MIN_FONT_PT * SCREEN_DPI / 72 = 14.6 px, what the back of a room can read (tests/test_figure_sizes.py measures
+# every figure).
 SCREEN_DPI = 100
 SCREEN_WIDTH_IN = 9.0
 EXPLORER_WIDTH_PX = 932
 MIN_FONT_PT = 10.5
 MIN_TEXT_PX = 14  # the smallest text a figure may show on the projector
-
-
-def shown_px(font_pt: float, figure: Figure, width_px: float = EXPLORER_WIDTH_PX) -> float:
-    """How tall text of ``font_pt`` points shows, in screen pixels, in ``figure`` drawn at its dpi and shown at most
-    ``width_px`` wide (a browser scales a wider image down to fit): points / 72 * dpi * the scale."""
-    natural = figure.get_figwidth() * figure.dpi
-    return font_pt / 72 * figure.dpi * min(1.0, width_px / natural)
 
 
 @functools.cache

@@ -1,6 +1,6 @@
 """Weights from PyTorch's own layers: ``nn.MultiheadAttention`` and ``nn.Transformer`` copied into ours.
 
-Used to show that our model computes what PyTorch's does (notebooks 02-06, the reference tests).
+Used to show that our model computes what PyTorch's does (notebooks 02, 03, 04 and 10, the reference tests).
 """
 
 from __future__ import annotations

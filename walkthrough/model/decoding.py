@@ -135,8 +135,8 @@ class _NextLogits:
     def __call__(self, ys: torch.Tensor) -> torch.Tensor:
         """ys [N, t], the sequences so far -> logits [N, V] for the token after each."""
         unseen = ys if self.cache is None else ys[:, len(self.cache):]  # [N, t], or the tokens the cache lacks
-        if isinstance(self.model, Transformer):
-            return self.model.output_head(self.model.decode(unseen, self.memory, self.src, self.cache)[:, -1])
+        if isinstance(self.model, Transformer):  # the loop's own ids, memory and cache: decode's checks skipped
+            return self.model.output_head(self.model._decode(unseen, self.memory, self.src, self.cache)[:, -1])
         return self.model(unseen, self.cache)[:, -1]
 
 
@@ -184,9 +184,13 @@ def greedy_steps(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens:
 
 
 def _greedy(logits: torch.Tensor) -> torch.Tensor:
-    return sample_next(logits, 0)  # [B]: the argmax, the lower id on a tie
+    next_id = logits.argmax(-1)  # [B]: the first max, the lower id on a tie
+    if logits.gather(1, next_id[:, None]).isnan().any():  # argmax picks a row's NaN: B values to look at, not B·V
+        _check_scores(logits, 0)  # names the rows and the cause
+    return next_id
 
 
+@torch.no_grad()
 def greedy_decode(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens: int, sos_id: int | None = None,
                   eos_id: int | None = None, use_cache: bool = True, no_repeat: bool = False) -> torch.Tensor:
     """The most likely token at every step. Encoder-decoder: src [B, L_src] -> ids [B, T] starting with ``sos``,
@@ -195,10 +199,12 @@ def greedy_decode(model: Transformer | GPT, inputs: torch.Tensor, max_new_tokens
 
     ``sos_id``, ``eos_id``: as for every verb (the module's docstring).
 
-    One step's probabilities are alive at a time (``greedy_steps`` hands each over and drops it).
+    ``greedy_steps``' loop without its probabilities: the argmax of the logits is the same token.
     """
-    for prefix, _probs in greedy_steps(model, inputs, max_new_tokens, sos_id, eos_id, use_cache, no_repeat):
-        ys = prefix  # the step's [B, V] probabilities are dropped as the next step's arrive
+    _check_start(model, inputs, max_new_tokens, sos_id, eos_id)
+    _check_rows_fit(model, inputs, max_new_tokens)
+    for prefix, _logits in _decode(model, inputs, max_new_tokens, sos_id, eos_id, use_cache, _greedy, no_repeat):
+        ys = prefix  # each step's [B, V] logits are dropped as the next step's arrive
     return ys
 
 

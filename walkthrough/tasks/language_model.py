@@ -23,8 +23,8 @@ from ..model.loss import sequence_loss
 from ..model.memory_guard import check_fits_in_memory
 from .checkpoints import GPT_CHECKPOINT_FORMAT, REBUILT_BY, restore, settings_from
 from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_vocabs, pad_batch
-from .numerals import TrainSettings, exact_match, held_out_pairs, validate_texts
-from .training import TrainingLoop, torch_threads, validate_threads
+from .numerals import exact_match, held_out_pairs, validate_texts
+from .training import TrainingLoop, TrainSettings, torch_threads, validate_threads
 
 SEPARATOR = "<sep>"
 MAX_LEN = 32  # the longest example, 15 Chinese characters + <sep> + 12 English words + <eos>, is 29 tokens

