@@ -143,6 +143,15 @@ def browser_context(tmp_path_factory):
         context.close()
 
 
+RUN_CELLS = """async cells => {
+    const notebook = window.jupyterapp.shell.currentWidget.content;
+    for (const index of cells) {
+        notebook.activeCellIndex = index;
+        await window.jupyterapp.commands.execute('notebook:run-cell');
+    }
+}"""
+
+
 class Notebook:
     """One notebook open in JupyterLab, with the few actions a student or a teacher takes. ``words``: the interface's
     words (menu names, the kernel's "Idle") in its language, for the English ones."""
@@ -201,6 +210,15 @@ class Notebook:
         self.wait_until("() => ![...document.querySelectorAll('.jp-InputPrompt')]"
                         ".some(p => p.textContent.includes('[*]'))",
                         "Run All did not finish", ceiling_ms=RUN_ALL_CEILING_MS, polling=500)
+        self.wait_idle()
+
+    def run_cells(self, cells: list[int]) -> None:
+        """Run these cells, in this order, on the notebook's kernel (the others keep their saved outputs), and
+        wait until none is queued or running."""
+        self.page.evaluate(RUN_CELLS, cells)
+        self.wait_until("() => ![...document.querySelectorAll('.jp-InputPrompt')]"
+                        ".some(p => p.textContent.includes('[*]'))",
+                        "the cells did not finish", ceiling_ms=RUN_ALL_CEILING_MS, polling=500)
         self.wait_idle()
 
     def text(self) -> str:
@@ -337,10 +355,11 @@ def shown_text_px(image: dict) -> float:
     return round(viz.MIN_FONT_PT * dpi / 72 * image["shown"] / image["natural"], 1)
 
 
-# Run All and slide 1 of every deck (both editions) are checked on the deck walk's own run, which opens and runs
-# each notebook once for all its browser checks (tests/test_slides_fit.py, `walked`).
+# The shown notebook and slide 1 of every deck (both editions) are checked on the deck walk's own run, which opens
+# each notebook once for all its browser checks, its set-up and explorers run live (tests/test_slides_fit.py, `walked`).
 def check_run_all(notebook) -> None:
-    """After Run All: no traceback or error, a widget and a figure drawn, figure text readable on the screen."""
+    """The notebook as shown: no traceback or error, a widget and a figure drawn, figure text readable on the
+    screen."""
     text = notebook.text()
     notebook.check("Traceback" not in text, "a cell printed a traceback")
     notebook.check(notebook.notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")

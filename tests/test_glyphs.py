@@ -199,15 +199,6 @@ TYPED_WIDTH = """input => {
     return {typed, width: full - padding, size: parseFloat(getComputedStyle(input).fontSize),
             family: getComputedStyle(input).fontFamily};
 }"""
-RUN_CELLS = """async cells => {
-    const notebook = window.jupyterapp.shell.currentWidget.content;
-    for (const index of cells) {
-        notebook.activeCellIndex = index;
-        await window.jupyterapp.commands.execute('notebook:run-cell');
-    }
-}"""
-
-
 def open_explorer(glyph_browser, lab_zh, name: str, explorer: str, shots: Path) -> Notebook:
     """A Chinese notebook with only its set-up cell (its first code cell) and the cell making ``explorer`` run, the
     saved outputs cleared first: the explorer shown is the kernel's, not the one saved in the notebook."""
@@ -215,7 +206,7 @@ def open_explorer(glyph_browser, lab_zh, name: str, explorer: str, shots: Path) 
     code = [index for index, cell in enumerate(cells) if cell.cell_type == "code"]
     notebook = Notebook(glyph_browser, lab_zh, name, shots, CHINESE_UI)
     notebook.menu("Edit", "editmenu:clear-all")
-    notebook.page.evaluate(RUN_CELLS, [code[0], next(i for i in code if f"widgets.{explorer}(" in cells[i].source)])
+    notebook.run_cells([code[0], next(i for i in code if f"widgets.{explorer}(" in cells[i].source)])
     return notebook
 
 
