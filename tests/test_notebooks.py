@@ -7,7 +7,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 PATHS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -257,20 +256,6 @@ def twin_keeps_the_chinese_conventions(twin: Path) -> None:
                     f"zh/{twin.name} cell {index}: {heading!r} is {chinese!r} in Chinese, not {ours.source[:20]!r}"
     assert any(re.search(r"[\u4e00-\u9fff]（[A-Za-z]", c.source) for c in cells if c.cell_type == "markdown"), \
         "a key term's English in brackets beside its Chinese: 掩码（mask）"
-
-
-@pytest.mark.parametrize("path", [p for p in BOTH if not p.name.startswith("07")],
-                         ids=[i for p, i in zip(BOTH, BOTH_IDS) if not p.name.startswith("07")])
-def test_widgets_work_after_a_restart_run_out_of_order(path):
-    """A fresh kernel that runs only the first code cell and then the widget cell gets a live widget."""
-    notebook = read(path)
-    notebook.cells = [code_cells(notebook)[0], *widget_cells(notebook)]
-    for cell in notebook.cells:
-        cell.outputs = []
-    # No timeout per cell: on a loaded server a slow cell is not a failure; the work itself is bounded.
-    NotebookClient(notebook, timeout=None, startup_timeout=600,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    assert any(WIDGET_VIEW in o.get("data", {}) for o in notebook.cells[-1].outputs)
 
 
 def test_static_site_builds_offline(tmp_path):

@@ -2,7 +2,8 @@
 
 For each notebook (and each Chinese twin in notebooks/zh/ that exists), as a teacher shows it: the saved outputs
 (nbval checks them against a fresh run top to bottom) with the set-up and the explorers run live (`live_cells`: an
-explorer needs a kernel; a second run of the whole notebook here would only repeat nbval's), Deck mode
+explorer needs a kernel; a second run of the whole notebook here would only repeat nbval's; and a fresh kernel
+that runs the set-up and then an explorer is the restart a class makes, so each explorer works after one), Deck mode
 (jupyterlab-slideshow) from the title, and the deck walked with PageDown, the key a presentation clicker sends, from
 the first cell to the last. The walk must show every cell, in order, and every slide must fit the
 screen: its cells, from the top of the first to the bottom of the last, no taller than 768 px. Nor may a slide hide

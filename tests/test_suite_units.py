@@ -26,7 +26,7 @@ def test_any_other_test_is_a_unit_of_its_own():
     for nodeid in ("tests/test_slides_fit.py::test_the_walk_finds_a_slide_taller_than_the_screen",
                    "tests/test_browser.py::test_heads_slider_works_on_a_slide",
                    "tests/test_train.py::test_schedule_rises_then_falls_to_zero",
-                   "tests/test_notebooks.py::test_widgets_work_after_a_restart_run_out_of_order[06_output_head]"):
+                   "tests/test_notebooks.py::test_notebook_keeps_the_conventions[06_output_head]"):
         assert unit(nodeid) == nodeid
 
 
