@@ -9,6 +9,7 @@ the deck), never on time, with generous ceilings: on a shared, loaded machine a 
 A wait that reaches its ceiling fails with its own message, and a failing check leaves a screenshot.
 """
 
+import ast
 import base64
 import gettext
 import inspect
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from IPython.core.inputtransformer2 import TransformerManager
 from matplotlib.figure import Figure
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
@@ -143,6 +145,41 @@ def browser_context(tmp_path_factory):
         context.close()
 
 
+def cell_names(source: str) -> tuple[set[str], set[str]]:
+    """The names a cell's code reads and the names it binds (its magics turned into Python first)."""
+    read, bound = set(), set()
+    for node in ast.walk(ast.parse(TransformerManager().transform_cell(source))):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return read, bound
+
+
+def live_cells(name: str) -> list[int]:
+    """The cells to run on a live kernel: the set-up (the first code cell), every cell that shows a widget (an
+    explorer, a shape question: its saved output draws nothing without the kernel) and, for each of these, the
+    latest earlier code cell binding a name it reads, and so on back. Every other cell shows its saved output,
+    which nbval has checked against a run top to bottom: what a browser test needs of a notebook's kernel, without
+    running it all a second time."""
+    cells = nbformat.read(NOTEBOOK_DIR / name, as_version=4).cells
+    code = [i for i, cell in enumerate(cells) if cell.cell_type == "code"]
+    names = {i: cell_names(cells[i].source) for i in code}
+    live = {code[0]} | {i for i in code if any(WIDGET_VIEW in output.get("data", {}) for output in cells[i].outputs)}
+    todo = sorted(live)
+    while todo:
+        cell = todo.pop()
+        for name_read in names[cell][0]:
+            source = next((i for i in reversed(code) if i < cell and name_read in names[i][1]), None)
+            if source is not None and source not in live:
+                live.add(source)
+                todo.append(source)
+    return sorted(live)
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 RUN_CELLS = """async cells => {
     const notebook = window.jupyterapp.shell.currentWidget.content;
     for (const index of cells) {
@@ -220,6 +257,10 @@ class Notebook:
                         ".some(p => p.textContent.includes('[*]'))",
                         "the cells did not finish", ceiling_ms=RUN_ALL_CEILING_MS, polling=500)
         self.wait_idle()
+
+    def run_live(self) -> None:
+        """Run the notebook's ``live_cells``: its set-up, its explorers and what they read."""
+        self.run_cells(live_cells(self.name))
 
     def text(self) -> str:
         return self.notebook.inner_text()
@@ -437,7 +478,7 @@ def test_leaving_the_deck_works_from_a_widgets_text_box(open_notebook):
     """Alt+R and Esc leave Deck mode even while the cursor is in a widget's text box (a predict-the-shape
     answer), where JupyterLab ignores its own shortcuts."""
     notebook = open_notebook("01_embedding_positional_encoding.ipynb")
-    notebook.run_all()
+    notebook.run_live()
     notebook.wait_until("() => document.querySelector('.widget-text input')", "no predict-the-shape box rendered")
     box = notebook.notebook.locator(".widget-text input").first
     box.click()  # makes the question's cell the active one: the deck starts on its slide
@@ -534,7 +575,7 @@ def test_heads_slider_works_on_a_slide(open_notebook):
     """Deck mode presents the live notebook: no ¶ by a heading, even under the pointer; on the Explore slide the
     heads slider re-splits the shapes, and the clicker still walks the deck after it moved."""
     notebook = open_notebook("02_qkv_multihead_split.ipynb")
-    notebook.run_all()
+    notebook.run_live()
     notebook.start_deck()
     title = notebook.page.locator(".jp-Deck .jp-deck-mod-visible .jp-RenderedMarkdown h1").first
     title.hover()  # where JupyterLab draws a heading's ¶ link
@@ -607,7 +648,7 @@ SAVED_AT = f"""async name => (await (await fetch(
 
 def test_heads_slider_resplits_and_explains_a_bad_head_count(open_notebook):
     notebook = open_notebook("02_qkv_multihead_split.ipynb")
-    notebook.run_all()
+    notebook.run_live()
     notebook.check("[32, 8, 10, 64]" in notebook.explorer_output(), "the split does not show 8 heads")
     shown = notebook.set_slider("heads", 4)
     notebook.check("[32, 4, 10, 128]" in shown, f"heads=4 did not re-split: {shown[:300]}")
@@ -618,7 +659,7 @@ def test_heads_slider_resplits_and_explains_a_bad_head_count(open_notebook):
 
 def test_shape_explorer_follows_d_model(open_notebook):
     notebook = open_notebook("00_overview.ipynb")
-    notebook.run_all()
+    notebook.run_live()
     notebook.check("[32, 10, 512]" in notebook.explorer_output(), "the explorer does not show d_model = 512")
     shown = notebook.set_slider("d_model", 256)
     notebook.check("[32, 10, 256]" in shown, f"d_model=256 did not re-trace: {shown[:300]}")
@@ -658,7 +699,7 @@ def shipped_size(variable: str) -> float:
 def test_projector_type_for_code_outputs_tables_and_widget_labels(open_notebook):
     """At the back of a room: prose, code, printed output, tables and widget labels at 17 px or more."""
     notebook = open_notebook("00_overview.ipynb")
-    notebook.run_all()
+    notebook.run_live()
     sizes = notebook.page.evaluate("""() => {
         const size = selector => {
             const found = [...document.querySelectorAll(selector)].find(e => e.textContent.trim());
@@ -791,7 +832,7 @@ def test_chinese_edition_on_a_slide_in_a_chinese_jupyterlab(open_notebook_zh, na
     notebook = open_notebook_zh(name)
     menus = notebook.page.locator("#jp-MainMenu .lm-MenuBar-item").all_inner_texts()
     notebook.check({"文件", "编辑", "运行"} <= {m.strip() for m in menus}, f"the menus are not in Chinese: {menus}")
-    notebook.run_all()
+    notebook.run_live()
     notebook.start_deck()
     drawn = notebook.page.evaluate(HEADING_GLYPHS, ".jp-Deck .jp-deck-mod-visible .jp-RenderedMarkdown :is(h1, h2)")
     notebook.check(len(drawn) == 1, "the title slide shows no Chinese heading")

@@ -21,9 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # Raised from 8,230 and 10,180 by issues 44 and 46: the class set's checks and made pairs (tasks/class_sentences.py),
 # the translator's token probabilities, unsure mark and one check per input, the one memory guard of training and
 # decoding, the repeat rule, the text table, and issue 46's checks at the edges; the notebook benchmark and the
-# translator's measurements in scripts/. Issue 45's goals (6,500 and 9,000 or less) are still open.
-PACKAGE_BUDGET = 8_514  # walkthrough/ (the issue's goal: 7,000)
-REPOSITORY_BUDGET = 10_554  # walkthrough/, tools/, scripts/ and benchmarks/ together (the goal: 9,000)
+# translator's measurements in scripts/. Lowered by issue 45's first steps (code only the tests called moved into
+# them); its goals (7,000 and 9,000 or less) are still open.
+PACKAGE_BUDGET = 8_505  # walkthrough/ (the issue's goal: 7,000)
+REPOSITORY_BUDGET = 10_545  # walkthrough/, tools/, scripts/ and benchmarks/ together (the goal: 9,000)
 FORWARD_LINES = 30  # the longest forward a student reads (met)
 
 
@@ -89,9 +90,10 @@ def package_functions_called(run) -> set[tuple[str, str]]:
     return called
 
 
-@pytest.mark.parametrize("kind,functions,modules", [("encoder-decoder", 29, 8), ("gpt", 25, 9)])
+@pytest.mark.parametrize("kind,functions,modules", [("encoder-decoder", 26, 7), ("gpt", 23, 9)])
 def test_a_forward_runs_no_more_package_functions_than_today(kind, functions, modules):
-    """The issue's goals: 20 functions in 6 modules, and 16 for a GPT."""
+    """The issue's goals: 20 functions in 6 modules, and 16 for a GPT (29 in 8 and 25 in 9 before issue 45: a forward
+    without a cache no longer enters the cache's module to make its mask or to guard its step)."""
     torch.manual_seed(0)
     ids = torch.randint(1, 20, (2, 5))
     if kind == "gpt":

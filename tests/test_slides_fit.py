@@ -1,11 +1,12 @@
 """Every slide of every notebook fits a 1366x768 projector, in Deck mode, with the shipped classroom settings.
 
 For each notebook (and each Chinese twin in notebooks/zh/ that exists), as a teacher shows it: the saved outputs
-(nbval checks them against a fresh run top to bottom) with the set-up and the explorers run live (`live_cells`: an
-explorer needs a kernel; a second run of the whole notebook here would only repeat nbval's; and a fresh kernel
-that runs the set-up and then an explorer is the restart a class makes, so each explorer works after one), Deck mode
-(jupyterlab-slideshow) from the title, and the deck walked with PageDown, the key a presentation clicker sends, from
-the first cell to the last. The walk must show every cell, in order, and every slide must fit the
+(nbval checks them against a fresh run top to bottom) with the set-up and the widgets run live (`live_cells`: an
+explorer or a shape question needs a kernel; a second run of the whole notebook here would only repeat nbval's;
+and a fresh kernel that runs the set-up and then the widgets is the restart a class makes, so each widget works
+after one), Deck mode (jupyterlab-slideshow) from the title, and the deck walked with PageDown, the key a
+presentation clicker sends, from the first cell to the last. The walk must show every cell, in order, and every
+slide must fit the
 screen: its cells, from the top of the first to the bottom of the last, no taller than 768 px. Nor may a slide hide
 output in a box a clicker cannot scroll (issue 39: a table in a 520 px scroll box hid its last rows): no element of
 its outputs, rendered markdown or explorer outputs may keep content out of its box by overflow (CLIPPED). On a slide
@@ -28,7 +29,6 @@ deck tests of every such file then run in one worker (tests/nbval_patience.py, u
 Reuses the JupyterLab server, browser and notebook helpers of tests/test_browser.py.
 """
 
-import ast
 import json
 import re
 import time
@@ -37,7 +37,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from IPython.core.inputtransformer2 import TransformerManager
 
 from tests.test_browser import (  # noqa: F401 (browser_context, open_notebook: fixtures)
     KEY_CEILING_MS,
@@ -248,38 +247,6 @@ def kernels_shut_down(lab):
         urllib.request.urlopen(urllib.request.Request(f"{api}/{kernel['id']}?token={TOKEN}", method="DELETE"))
 
 
-def cell_names(source: str) -> tuple[set[str], set[str]]:
-    """The names a cell's code reads and the names it binds (its magics turned into Python first)."""
-    read, bound = set(), set()
-    for node in ast.walk(ast.parse(TransformerManager().transform_cell(source))):
-        if isinstance(node, ast.Name):
-            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-    return read, bound
-
-
-def live_cells(name: str) -> list[int]:
-    """The cells the deck walk runs on a live kernel: the set-up (the first code cell), every explorer (a cell that
-    calls ``wt.widgets.``) and, for each of these, the latest earlier code cell binding a name it reads, and so on
-    back. Every other cell shows its saved output, which nbval has just checked against a run top to bottom."""
-    cells = nbformat.read(NOTEBOOK_DIR / name, as_version=4).cells
-    code = [i for i, cell in enumerate(cells) if cell.cell_type == "code"]
-    names = {i: cell_names(cells[i].source) for i in code}
-    live = {code[0]} | {i for i in code if "wt.widgets." in cells[i].source}
-    todo = sorted(live)
-    while todo:
-        cell = todo.pop()
-        for name_read in names[cell][0]:
-            source = next((i for i in reversed(code) if i < cell and name_read in names[i][1]), None)
-            if source is not None and source not in live:
-                live.add(source)
-                todo.append(source)
-    return sorted(live)
-
-
 def walked(open_notebook, name: str) -> list[dict]:  # noqa: F811 (the fixture, passed on)
     """The deck ``name`` as a class meets it, once per test process: open it, run its live cells (``live_cells``:
     the set-up and the explorers; the rest show their saved outputs) and check them (check_run_all), Deck mode from
@@ -287,7 +254,7 @@ def walked(open_notebook, name: str) -> list[dict]:  # noqa: F811 (the fixture, 
     slide); the slides. A walk that fails a check is not kept: the next test to ask walks again."""
     if name not in WALKS:
         notebook = open_notebook(name)
-        notebook.run_cells(live_cells(name))
+        notebook.run_live()
         check_run_all(notebook)
         notebook.start_deck()
         check_first_slide(notebook)

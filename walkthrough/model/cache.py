@@ -6,7 +6,7 @@ are never changed in place, only replaced, so going back is putting the old ones
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -14,7 +14,6 @@ from torch import nn
 
 from ..checks import check_ids
 from ..i18n import _
-from .masks import decoder_self_mask
 
 
 class KVCache:
@@ -174,20 +173,3 @@ def check_step(model: nn.Module, ids: torch.Tensor, name: str, vocab_size: int, 
                                      or not torch.equal(source, cache.source)):
         raise ValueError(_("the source changed since this cache was made: its cross-attention keys and values "
                          "belong to the old source; start a new cache with model.new_cache(src)"))
-
-
-def undone_on_error(cache: DecodingCache | None):
-    """A decoding step whose changes to ``cache`` are undone if anything inside fails (``cache.step()``); without
-    a cache, nothing to undo."""
-    return nullcontext() if cache is None else cache.step()
-
-
-def self_attention_mask(model: nn.Module, new_ids: torch.Tensor, cache: DecodingCache | None,
-                        source: torch.Tensor | None = None) -> torch.Tensor:
-    """The decoder's self-attention mask for ``new_ids`` [B, n]: [B, 1, n, n] without a cache. With one (extended
-    by the new ids), the new positions ask and every id so far answers: [B, 1, n, t]. With a ``source`` (an
-    encoder-decoder) the target's first token is its start token: real whatever its id."""
-    start_token = source is not None
-    if cache is None:
-        return decoder_self_mask(new_ids, model.cfg.pad_id, start_token=start_token)
-    return decoder_self_mask(cache.append(new_ids), model.cfg.pad_id, new_ids.size(1), start_token)

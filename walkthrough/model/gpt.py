@@ -7,16 +7,19 @@ and rotary positions (Q and K rotated inside attention instead of a table added 
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 from torch import nn
 
 from ..checks import check_positive_int
 from ..i18n import _
 from ..steps import DIMS_WITHOUT_GQA
-from .cache import DecodingCache, check_step, self_attention_mask, undone_on_error
+from .cache import DecodingCache, check_step
 from .config import GPTConfig
 from .embedding import Embedding
 from .layers import Decoder, DecoderLayer, OutputHead, final_norm
+from .masks import decoder_self_mask
 from .memory_guard import check_fits_in_memory
 from .rope import position_ids
 
@@ -79,9 +82,9 @@ class GPT(nn.Module):
         check_step(self, ids, "ids", self.cfg.vocab_size, cache)  # the one check: the layers skip theirs
         if cache is None or len(cache) == 0:  # a prompt: later steps append after it
             check_no_left_padding(self, ids)
-        with undone_on_error(cache):
+        with nullcontext() if cache is None else cache.step():  # a step that fails leaves the cache as it was
             x = self.embed(ids, 0 if cache is None else len(cache), checked=True)  # [B, L, D]
-            mask = self_attention_mask(self, ids, cache)  # [B, 1, L, L], or [B, 1, n, t] cached
-            seen = ids if cache is None else cache.ids  # [B, t]: every id so far
+            seen = ids if cache is None else cache.append(ids)  # [B, t]: every id so far
+            mask = decoder_self_mask(seen, self.cfg.pad_id, ids.size(1))  # [B, 1, L, t]
             positions = position_ids(seen, self.cfg.pad_id, ids.size(1)) if self.cfg.positions == "rope" else None
             return self.output_head(self.decoder(x, None, mask, None, cache, positions, checked=True))  # [B, L, V]

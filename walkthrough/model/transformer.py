@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 from torch import nn
 
@@ -9,11 +11,11 @@ from ..checks import check_ids, check_same_batch
 from ..i18n import _
 from ..recording import record
 from ..steps import DIMS_WITHOUT_GQA
-from .cache import DecodingCache, check_step, self_attention_mask, undone_on_error
+from .cache import DecodingCache, check_step
 from .config import ModelConfig
 from .embedding import Embedding
 from .layers import Decoder, DecoderLayer, EncoderLayer, OutputHead, final_norm, norm_step
-from .masks import padding_mask
+from .masks import decoder_self_mask, padding_mask
 from .memory_guard import check_fits_in_memory
 
 
@@ -37,7 +39,10 @@ def check_decode_inputs(model: Transformer, tgt: torch.Tensor, memory: torch.Ten
     """src and tgt ids, one target row per source row (``check_step``: tgt's positions and the cache); memory
     [B, L_src, D] in the weights' dtype (None: the forward makes it)."""
     check_ids(src, model.cfg.src_vocab_size, "src", model.cfg.max_len)
-    check_step(model, tgt, "tgt", model.cfg.tgt_vocab_size, cache, src)
+    if cache is None:
+        check_ids(tgt, model.cfg.tgt_vocab_size, "tgt", model.cfg.max_len)
+    else:
+        check_step(model, tgt, "tgt", model.cfg.tgt_vocab_size, cache, src)
     if memory is None:
         return check_same_batch(src=src, tgt=tgt)
     if not isinstance(memory, torch.Tensor) or memory.shape[1:] != (src.size(1), model.cfg.d_model):
@@ -114,8 +119,10 @@ class Transformer(nn.Module):
 
     def _decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
                 cache: DecodingCache | None) -> torch.Tensor:
-        with undone_on_error(cache):
+        with nullcontext() if cache is None else cache.step():  # a step that fails leaves the cache as it was
             y = self.tgt_embed(tgt, 0 if cache is None else len(cache), checked=True)  # [B, L_tgt, D]
-            tgt_mask = self_attention_mask(self, tgt, cache, src)  # [B, 1, L_tgt, L_tgt], or [B, 1, n, t] cached
+            seen = tgt if cache is None else cache.append(tgt)  # [B, t]: every target id so far
+            # [B, 1, L_tgt, t]: the first target token is the start token, real whatever its id
+            tgt_mask = decoder_self_mask(seen, self.cfg.pad_id, tgt.size(1), start_token=True)
             src_mask = padding_mask(src, self.cfg.pad_id)  # [B, 1, 1, L_src]
             return self.decoder(y, memory, tgt_mask, src_mask, cache, checked=True)  # [B, L_tgt, D]
