@@ -259,8 +259,11 @@ class Notebook:
         self.wait_idle()
 
     def run_live(self) -> None:
-        """Run the notebook's ``live_cells``: its set-up, its explorers and what they read."""
+        """Run the notebook's ``live_cells`` (its set-up, its widgets and what they read) and wait until every widget
+        is drawn: a view renders after its cell has finished."""
         self.run_cells(live_cells(self.name))
+        self.wait_until(f"() => [...document.querySelectorAll(`.jp-OutputArea-output[data-mime-type='{WIDGET_VIEW}']`)]"
+                        ".every(output => output.querySelector('.jupyter-widgets'))", "a widget was not drawn")
 
     def text(self) -> str:
         return self.notebook.inner_text()
