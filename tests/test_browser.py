@@ -702,7 +702,7 @@ def shipped_size(variable: str) -> float:
 def test_projector_type_for_code_outputs_tables_and_widget_labels(open_notebook):
     """At the back of a room: prose, code, printed output, tables and widget labels at 17 px or more."""
     notebook = open_notebook("00_overview.ipynb")
-    notebook.run_live()
+    notebook.run_all()  # the explorer near the end scrolled into view, its slider drawn
     sizes = notebook.page.evaluate("""() => {
         const size = selector => {
             const found = [...document.querySelectorAll(selector)].find(e => e.textContent.trim());
